@@ -1,0 +1,22 @@
+# nqf: the reproduction of "Neural Quadratic Forms" (arXiv 2608.13335) as a Snakemake DAG.
+#   snakemake --cores all                              default config (a laptop, minutes)
+#   snakemake --cores all --configfile config/paper.yaml   paper sizes
+# The config is validated against workflow/schemas/config.schema.yaml before any job starts.
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/structure.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/theory.smk"
+include: "workflow/rules/fit.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        expand("results/figures/{exp}.{ext}", exp=EXPERIMENTS, ext=("pdf", "png")),
+        "results/summary.csv",
+    default_target: True

@@ -1,0 +1,17 @@
+"""nqf: Neural Quadratic Forms (Ziyin, Xu, Poggio, Chuang, arXiv 2608.13335) as a library.
+
+The public surface is small and flat; see the README for a tour.
+"""
+from nqf.forms import DenseForm, DiagonalForm, StructureForm
+from nqf.ignition import ignition_times, predicted_ignition_times
+from nqf.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
+from nqf.quadratic import QuadraticModel, resolve_device
+from nqf.training import TrainingDiverged, log_step_grid, train
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DenseForm", "DiagonalForm", "StructureForm", "LotkaVolterra", "QuadraticModel",
+    "TrainingDiverged", "glv", "ignition_times", "log_step_grid", "logistic_solution",
+    "lv_coefficients", "predicted_ignition_times", "resolve_device", "shared_eigenbasis", "train",
+]

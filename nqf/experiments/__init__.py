@@ -1,0 +1,41 @@
+"""Experiment kinds. Each kind is a module with the stage functions the workflow calls:
+
+    STAGE_KEYS   which config keys each stage reads (they become the rule's params)
+    runs(cfg)    the run ids of an experiment (one training job and file each)
+    make_data(cfg) -> Dataset, train_run(data, cfg, run, device) -> Dataset,
+    theory(structure, cfg) -> Dataset, fit(structure, theory, runs, cfg) -> Dataset with claims,
+    figure(theory, fit, runs, cfg, paths, font_size=, dpi=)
+
+Adding an experiment of a known kind is a config change only; adding a kind is a new module
+here plus its entry in KINDS and its schema under $defs in workflow/schemas/config.schema.yaml.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from nqf.experiments import featurewise
+
+KINDS: dict[str, ModuleType] = {featurewise.KIND: featurewise}
+STAGES = ("data", "train", "theory", "fit", "figure")
+
+
+def kind_of(exp_cfg: dict) -> ModuleType:
+    """The module implementing an experiment's kind."""
+    try:
+        return KINDS[exp_cfg["kind"]]
+    except KeyError:
+        raise ValueError(f"Unknown experiment kind {exp_cfg.get('kind')!r}; known kinds: "
+                         f"{', '.join(sorted(KINDS))}.") from None
+
+
+def stage_config(exp_cfg: dict, stage: str) -> dict:
+    """The part of an experiment's config that ``stage`` reads (its kind included)."""
+    if stage not in STAGES:
+        raise ValueError(f"Unknown stage {stage!r}; stages: {', '.join(STAGES)}.")
+    keys = kind_of(exp_cfg).STAGE_KEYS.get(stage, ())
+    return {"kind": exp_cfg["kind"], **{k: exp_cfg[k] for k in keys}}
+
+
+def run_ids(exp_cfg: dict) -> list[str]:
+    """The run ids of an experiment."""
+    return list(kind_of(exp_cfg).runs(exp_cfg))

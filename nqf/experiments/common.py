@@ -1,0 +1,152 @@
+"""Pieces shared by every experiment kind: data files <-> structure forms, the structure
+stage, summary claims, and logging for workflow jobs."""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import xarray as xr
+from scipy.optimize import nnls
+
+from nqf.forms import DenseForm, DiagonalForm, StructureForm
+from nqf.lotka_volterra import LotkaVolterra
+
+SUMMARY_COLUMNS = ("experiment", "quantity", "predicted", "measured", "rel_error", "tolerance",
+                   "passed", "note")
+
+
+def form_to_dataset(form: StructureForm) -> xr.Dataset:
+    """Store a batch of structure matrices in its compact form."""
+    if isinstance(form, DiagonalForm):
+        ds = xr.Dataset({"A_diag": (("sample", "param"), form.diag.cpu().numpy(), {
+            "units": "1", "long_name": "diagonal of the structure matrix A(x_mu)"})})
+        ds.attrs["structure_form"] = "diagonal"
+        return ds
+    A = form.dense().cpu().numpy()
+    ds = xr.Dataset({"A": (("sample", "param", "param_j"), A, {
+        "units": "1", "long_name": "structure matrix A(x_mu)"})})
+    ds.attrs["structure_form"] = "dense"
+    return ds
+
+
+def form_from_dataset(ds: xr.Dataset) -> StructureForm:
+    """Inverse of :func:`form_to_dataset`."""
+    kind = ds.attrs.get("structure_form")
+    if kind == "diagonal":
+        return DiagonalForm(torch.as_tensor(ds["A_diag"].values, dtype=torch.float64))
+    if kind == "dense":
+        return DenseForm(torch.as_tensor(ds["A"].values, dtype=torch.float64))
+    raise ValueError(f"Unknown structure_form {kind!r} in the data file.")
+
+
+def min_loss(lv: LotkaVolterra) -> tuple[float, np.ndarray]:
+    """Smallest loss reachable with z >= 0 (non-negative least squares) and its minimiser."""
+    z, _ = nnls(lv.lam, lv.y)
+    return float(lv.loss(z)), z
+
+
+def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra]:
+    """The statistics the theory needs: Y, Lotka-Volterra r and C, the shared-basis residuals."""
+    lv = LotkaVolterra.from_data(form, y)
+    m = form.m
+    Y = form.weighted_sum(torch.as_tensor(4.0 / m * lv.y, dtype=torch.float64)).cpu().numpy()
+    loss_min, z_inf = min_loss(lv)
+    ds = xr.Dataset(
+        {
+            "r": ("mode", lv.r, {"units": "1", "long_name": "Lotka-Volterra growth rate r_k = (8/m) sum lambda_mu,k y_mu"}),
+            "C": (("mode", "mode_j"), lv.C, {"units": "1", "long_name": "Lotka-Volterra interaction C_kj = (8/m) sum lambda_mu,k lambda_mu,j"}),
+            "lam": (("sample", "mode"), lv.lam, {"units": "1", "long_name": "eigenvalue lambda_mu,k of A(x_mu) in the shared basis"}),
+            "basis": (("param", "mode"), lv.basis, {"units": "1", "long_name": "shared eigenbasis P (columns)"}),
+            "Y": (("param", "param_j"), Y, {"units": "1", "long_name": "Y = (4/m) sum_mu y_mu A(x_mu)"}),
+            "y": ("sample", lv.y, {"units": "1", "long_name": "target y_mu"}),
+            "z_final": ("mode", z_inf, {"units": "1", "long_name": "non-negative least-squares end point of z_k"}),
+        },
+        coords={"mode": np.arange(lv.modes), "mode_j": np.arange(lv.modes), "sample": np.arange(m)},
+    )
+    ds["commutator_residual"] = ((), lv.residuals["commutator"], {
+        "units": "1", "long_name": "max_mu |[A_mu, S]|_F / (|A_mu| |S|) for a random combination S (0 under Assumption 1)"})
+    ds["off_diagonal_residual"] = ((), lv.residuals["off_diagonal"], {
+        "units": "1", "long_name": "max_mu |offdiag(P^T A_mu P)|_F / |A_mu|_F"})
+    ds["min_loss"] = ((), loss_min, {"units": "1", "long_name": "smallest loss reachable with z >= 0"})
+    ds["C_is_diagonal"] = ((), lv.is_diagonal, {"long_name": "C is diagonal (Theorem 6 applies)"})
+    return ds, lv
+
+
+def lv_from_structure(ds: xr.Dataset) -> LotkaVolterra:
+    """Rebuild the reduction stored by :func:`structure_dataset`."""
+    return LotkaVolterra(r=ds["r"].values, C=ds["C"].values, lam=ds["lam"].values,
+                         y=ds["y"].values,
+                         basis=ds["basis"].values,
+                         residuals={"commutator": float(ds["commutator_residual"]),
+                                    "off_diagonal": float(ds["off_diagonal_residual"])})
+
+
+@dataclass
+class Claim:
+    """One checked claim: a row of results/summary.csv."""
+
+    quantity: str
+    predicted: float
+    measured: float
+    tolerance: float
+    note: str = ""
+    relative: bool = True
+
+    @property
+    def rel_error(self) -> float:
+        if not (math.isfinite(self.predicted) and math.isfinite(self.measured)):
+            return math.nan
+        if not self.relative:
+            return abs(self.measured - self.predicted)
+        return abs(self.measured - self.predicted) / max(abs(self.predicted), 1e-300)
+
+    @property
+    def passed(self) -> bool:
+        err = self.rel_error
+        return bool(math.isfinite(err) and err <= self.tolerance)
+
+
+def claims_dataset(claims: list[Claim]) -> xr.Dataset:
+    """Claims as variables along a ``claim`` dimension (they travel inside the fit file)."""
+    return xr.Dataset(
+        {
+            "claim_quantity": ("claim", np.array([c.quantity for c in claims], dtype=object)),
+            "claim_predicted": ("claim", np.array([c.predicted for c in claims], float)),
+            "claim_measured": ("claim", np.array([c.measured for c in claims], float)),
+            "claim_rel_error": ("claim", np.array([c.rel_error for c in claims], float)),
+            "claim_tolerance": ("claim", np.array([c.tolerance for c in claims], float)),
+            "claim_passed": ("claim", np.array([c.passed for c in claims], bool)),
+            "claim_note": ("claim", np.array([c.note for c in claims], dtype=object)),
+        },
+        coords={"claim": np.arange(len(claims))},
+    )
+
+
+def summary_rows(exp_id: str, fit: xr.Dataset) -> list[dict]:
+    """Rows of results/summary.csv from a fit file's claims."""
+    rows = []
+    for i in range(fit.sizes.get("claim", 0)):
+        rows.append({
+            "experiment": exp_id,
+            "quantity": str(fit["claim_quantity"].values[i]),
+            "predicted": float(fit["claim_predicted"].values[i]),
+            "measured": float(fit["claim_measured"].values[i]),
+            "rel_error": float(fit["claim_rel_error"].values[i]),
+            "tolerance": float(fit["claim_tolerance"].values[i]),
+            "passed": bool(fit["claim_passed"].values[i]),
+            "note": str(fit["claim_note"].values[i]),
+        })
+    return rows
+
+
+def log_to_file(path: str | None) -> None:
+    """Send nqf's progress messages to a workflow job's log file (and stderr)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if path:
+        handlers.append(logging.FileHandler(path, mode="w"))
+    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True,
+                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    logging.getLogger("nqf").setLevel(logging.INFO)

@@ -1,0 +1,121 @@
+"""Batches of structure matrices A_mu = A(x_mu), stored in the cheapest exact form.
+
+A quadratic model only ever needs three things from its data matrices: the outputs
+f_mu = Tr[W W^T A_mu], the weighted sum H = sum_mu c_mu A_mu applied to W (the gradient), and,
+for the theory, the matrices themselves. Each form below provides them without materialising
+p x p matrices per sample unless it is the dense form.
+
+Vector outputs (App. B.2) are handled by flattening (sample, output) pairs into the sample axis:
+the loss sums over both, so the theory applies unchanged with m -> m * n_outputs.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+Tensor = torch.Tensor
+
+
+def as_tensor(x, dtype=torch.float64, device=None) -> Tensor:
+    """A float tensor (float64 by default) from an array-like."""
+    if isinstance(x, Tensor):
+        return x.to(dtype=dtype, device=device if device is not None else x.device)
+    return torch.as_tensor(np.asarray(x), dtype=dtype, device=device)
+
+
+class StructureForm(ABC):
+    """Interface of a batch of m symmetric p x p structure matrices."""
+
+    m: int
+    p: int
+
+    @abstractmethod
+    def outputs(self, W: Tensor) -> Tensor:
+        """f_mu = Tr[W W^T A_mu] for W of shape (..., p, d); returns (..., m)."""
+
+    @abstractmethod
+    def outputs_from_M(self, M: Tensor) -> Tensor:
+        """f_mu = Tr[M A_mu] for M of shape (..., p, p); returns (..., m)."""
+
+    @abstractmethod
+    def weighted_sum(self, c: Tensor) -> Tensor:
+        """sum_mu c_mu A_mu as a dense (..., p, p) matrix, c of shape (..., m)."""
+
+    @abstractmethod
+    def apply_weighted(self, c: Tensor, W: Tensor) -> Tensor:
+        """(sum_mu c_mu A_mu) W for c (..., m) and W (..., p, d), without forming p x p matrices."""
+
+    @abstractmethod
+    def dense(self) -> Tensor:
+        """All matrices as a dense (m, p, p) tensor (for verification and small p)."""
+
+    @abstractmethod
+    def to(self, device=None, dtype=None) -> "StructureForm":
+        """The same form on another device or dtype."""
+
+
+@dataclass
+class DenseForm(StructureForm):
+    """Arbitrary symmetric matrices, stored densely as (m, p, p)."""
+
+    A: Tensor
+
+    def __post_init__(self):
+        self.A = as_tensor(self.A) if not isinstance(self.A, Tensor) else self.A
+        if self.A.ndim != 3 or self.A.shape[1] != self.A.shape[2]:
+            raise ValueError(f"DenseForm needs A of shape (m, p, p); got {tuple(self.A.shape)}.")
+        if not torch.allclose(self.A, self.A.transpose(1, 2), atol=1e-12, rtol=1e-10):
+            raise ValueError("DenseForm needs symmetric matrices A_mu; symmetrise with (A + A^T)/2.")
+        self.m, self.p = self.A.shape[0], self.A.shape[1]
+
+    def outputs(self, W: Tensor) -> Tensor:
+        return torch.einsum("mpq,...pi,...qi->...m", self.A, W, W)
+
+    def outputs_from_M(self, M: Tensor) -> Tensor:
+        return torch.einsum("mpq,...pq->...m", self.A, M)
+
+    def weighted_sum(self, c: Tensor) -> Tensor:
+        return torch.einsum("...m,mpq->...pq", c, self.A)
+
+    def apply_weighted(self, c: Tensor, W: Tensor) -> Tensor:
+        return self.weighted_sum(c) @ W
+
+    def dense(self) -> Tensor:
+        return self.A
+
+    def to(self, device=None, dtype=None) -> "DenseForm":
+        return DenseForm(self.A.to(device=device, dtype=dtype or self.A.dtype))
+
+
+@dataclass
+class DiagonalForm(StructureForm):
+    """Diagonal matrices A_mu = Diag(a_mu), stored as the (m, p) array of diagonals."""
+
+    diag: Tensor
+
+    def __post_init__(self):
+        self.diag = as_tensor(self.diag) if not isinstance(self.diag, Tensor) else self.diag
+        if self.diag.ndim != 2:
+            raise ValueError(f"DiagonalForm needs diagonals of shape (m, p); got {tuple(self.diag.shape)}.")
+        self.m, self.p = self.diag.shape
+
+    def outputs(self, W: Tensor) -> Tensor:
+        return (W * W).sum(-1) @ self.diag.T
+
+    def outputs_from_M(self, M: Tensor) -> Tensor:
+        return torch.diagonal(M, dim1=-2, dim2=-1) @ self.diag.T
+
+    def weighted_sum(self, c: Tensor) -> Tensor:
+        return torch.diag_embed(c @ self.diag)
+
+    def apply_weighted(self, c: Tensor, W: Tensor) -> Tensor:
+        return (c @ self.diag)[..., :, None] * W
+
+    def dense(self) -> Tensor:
+        return torch.diag_embed(self.diag)
+
+    def to(self, device=None, dtype=None) -> "DiagonalForm":
+        return DiagonalForm(self.diag.to(device=device, dtype=dtype or self.diag.dtype))

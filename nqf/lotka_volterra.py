@@ -1,0 +1,165 @@
+"""Reduction of a quadratic model to the generalized Lotka-Volterra equation, and its solutions.
+
+If the data matrices share an eigenbasis P (Assumption 1), A_mu = P Lambda_mu P^T, then
+z_k = (P^T M P)_kk obeys (Eq. 32)
+
+    dz_k/dt = z_k (r_k - sum_j C_kj z_j),   r = (8/m) Lambda^T y,   C = (8/m) Lambda^T Lambda,
+
+with Lambda the (m, K) matrix of eigenvalues lambda_{mu,k}. The assumption is checked, never
+assumed: the reduction reports the commutator residual of the data matrices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from scipy.integrate import solve_ivp
+
+from nqf.forms import DenseForm, DiagonalForm, StructureForm
+
+
+def lv_coefficients(lam, y) -> tuple[np.ndarray, np.ndarray]:
+    """Growth rates r = (8/m) Lambda^T y and interaction matrix C = (8/m) Lambda^T Lambda."""
+    lam, y = np.asarray(lam, dtype=float), np.asarray(y, dtype=float)
+    m = lam.shape[0]
+    return 8.0 / m * lam.T @ y, 8.0 / m * lam.T @ lam
+
+
+def shared_eigenbasis(form: StructureForm, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict]:
+    """A common eigenbasis P of the A_mu, their eigenvalues Lambda (m, p), and residuals.
+
+    For generic dense matrices, P diagonalises a random combination S = sum_mu g_mu A_mu; if
+    the A_mu commute, every A_mu is diagonal in that basis (degenerate eigenspaces of S are
+    eigenspaces of every A_mu with probability one). Returned residuals:
+    ``commutator`` = max_mu |[A_mu, S]|_F / (|A_mu|_F |S|_F) and ``off_diagonal`` =
+    max_mu |offdiag(P^T A_mu P)|_F / |A_mu|_F; both vanish (to rounding) exactly under Assumption 1.
+    """
+    if isinstance(form, DiagonalForm):
+        lam = form.diag.detach().cpu().numpy().astype(float)
+        return np.eye(form.p), lam, {"commutator": 0.0, "off_diagonal": 0.0}
+    A = form.dense().detach().cpu().to(torch.float64).numpy()
+    g = np.random.default_rng(seed).standard_normal(A.shape[0])
+    S = np.einsum("m,mpq->pq", g, A)
+    norms = np.linalg.norm(A, axis=(1, 2))
+    norms = np.where(norms > 0, norms, 1.0)
+    comm = np.einsum("mpq,qr->mpr", A, S) - np.einsum("pq,mqr->mpr", S, A)
+    s_norm = max(np.linalg.norm(S), np.finfo(float).tiny)
+    commutator = float(np.max(np.linalg.norm(comm, axis=(1, 2)) / (norms * s_norm)))
+    _, P = np.linalg.eigh(S)
+    rotated = np.einsum("pk,mpq,ql->mkl", P, A, P)
+    lam = np.einsum("mkk->mk", rotated)
+    off = rotated - np.einsum("mk,kl->mkl", lam, np.eye(P.shape[1]))
+    off_diagonal = float(np.max(np.linalg.norm(off, axis=(1, 2)) / norms))
+    return P, lam, {"commutator": commutator, "off_diagonal": off_diagonal}
+
+
+@dataclass
+class LotkaVolterra:
+    """The GLV reduction of a quadratic model on data (A_mu, y_mu)."""
+
+    r: np.ndarray
+    C: np.ndarray
+    lam: np.ndarray
+    y: np.ndarray
+    basis: np.ndarray
+    residuals: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_data(cls, form: StructureForm, y, seed: int = 0) -> "LotkaVolterra":
+        """Reduce data matrices ``form`` with targets ``y`` (checks Assumption 1, see residuals)."""
+        y = np.asarray(y, dtype=float).reshape(-1)
+        if y.shape[0] != form.m:
+            raise ValueError(f"y has {y.shape[0]} entries but there are {form.m} data matrices.")
+        P, lam, residuals = shared_eigenbasis(form, seed)
+        r, C = lv_coefficients(lam, y)
+        return cls(r=r, C=C, lam=lam, y=y, basis=P, residuals=residuals)
+
+    @property
+    def modes(self) -> int:
+        return self.r.shape[0]
+
+    @property
+    def is_diagonal(self) -> bool:
+        """True when C is diagonal (orthogonal features, Theorem 6), to rounding."""
+        off = self.C - np.diag(np.diag(self.C))
+        return bool(np.max(np.abs(off), initial=0.0) <= 1e-12 * max(np.max(np.abs(self.C)), 1e-300))
+
+    def modes_of(self, M) -> np.ndarray:
+        """z_k = (P^T M P)_kk for M of shape (..., p, p)."""
+        M = np.asarray(M, dtype=float)
+        return np.einsum("pk,...pq,qk->...k", self.basis, M, self.basis)
+
+    def loss(self, z) -> np.ndarray:
+        """Training loss (1/m) |Lambda z - y|^2 of mode amplitudes z (..., K) (off-diagonals slaved)."""
+        z = np.asarray(z, dtype=float)
+        return np.mean((z @ self.lam.T - self.y) ** 2, axis=-1)
+
+    def integrate(self, z0, t, **kwargs) -> np.ndarray:
+        """Numerical GLV solution z(t), shape (len(t), K); see :func:`glv`."""
+        return glv(self.r, self.C, z0, t, **kwargs)
+
+    def closed_form(self, z0, t) -> np.ndarray:
+        """Theorem 6 (orthogonal features, C diagonal); raises if C is not diagonal."""
+        if not self.is_diagonal:
+            raise ValueError("Theorem 6 needs a diagonal C (orthogonal features); this C is not "
+                             "diagonal, so integrate the coupled GLV with .integrate instead.")
+        return logistic_solution(self.r, np.diag(self.C), z0, t)
+
+
+def logistic_solution(r, c, z0, t) -> np.ndarray:
+    """Theorem 6: z_k(t) = r_k z_k0 / (c_k z_k0 + (r_k - c_k z_k0) exp(-r_k t)), shape (T, K).
+
+    Evaluated in logarithms so that tiny z0 (eps down to 1e-300) and long times neither
+    underflow nor overflow; r_k = 0 gives z_k0 / (1 + c_k z_k0 t), r_k < 0 decays to 0.
+    """
+    r, c = np.broadcast_arrays(np.asarray(r, float), np.asarray(c, float))
+    z0 = np.broadcast_to(np.asarray(z0, float), r.shape)
+    t = np.asarray(t, float)[:, None]
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        # 1/z(t) = c/r + (1/z0 - c/r) exp(-r t)  (r != 0); exact and sign-safe in this form.
+        rt = r * t
+        inv = np.where(r != 0, c / np.where(r != 0, r, 1.0) * -np.expm1(-rt) + np.exp(-rt) / z0,
+                       1.0 / z0 + c * t)
+        z = 1.0 / inv
+    z = np.where(z0 == 0, 0.0, z)
+    return z
+
+
+def glv(r, C, z0, t, *, rtol: float = 1e-10, atol: float = 1e-12, method: str = "Radau") -> np.ndarray:
+    """Integrate dz/dt = z (r - C z) for any C (dense (K, K) or its diagonal (K,)).
+
+    The state is u = ln z, so z0 = 1e-12 (or 1e-300) neither underflows nor stalls the step size;
+    ``rtol``/``atol`` therefore bound the *relative* error of z. Modes with z0 = 0 stay at 0.
+    Returns z at the times ``t`` (increasing, starting at or after 0), shape (len(t), K).
+    """
+    r = np.asarray(r, float)
+    z0 = np.broadcast_to(np.asarray(z0, float), r.shape).copy()
+    t = np.asarray(t, float)
+    if np.any(z0 < 0):
+        raise ValueError("z0 must be non-negative (z_k are eigenvalues of M = W W^T).")
+    if np.any(np.diff(t) < 0) or t[0] < 0:
+        raise ValueError("t must be increasing and non-negative.")
+    C = np.asarray(C, float)
+    diagonal = C.ndim == 1
+    live = z0 > 0
+    out = np.zeros((t.size, r.size))
+    if not np.any(live):
+        return out
+    r_l = r[live]
+    C_l = C[live] if diagonal else C[np.ix_(live, live)]
+
+    def rhs(_, u):
+        z = np.exp(u)
+        return r_l - (C_l * z if diagonal else C_l @ z)
+
+    def jac(_, u):
+        z = np.exp(u)
+        return -np.diag(C_l * z) if diagonal else -C_l * z[None, :]
+
+    sol = solve_ivp(rhs, (0.0, float(t[-1])), np.log(z0[live]), method=method, t_eval=t,
+                    jac=jac, rtol=rtol, atol=atol)
+    if not sol.success:
+        raise RuntimeError(f"GLV integration failed: {sol.message}")
+    out[:, live] = np.exp(sol.y.T)
+    return out

@@ -1,0 +1,158 @@
+"""NetCDF input/output with the project's contract.
+
+Every file nqf writes is a self-describing xarray Dataset: CF attributes on variables
+(``units``, ``long_name``), global ``Conventions``/``title``/``source``/``history`` and
+provenance (nqf version, git commit, the config that produced it, package versions).
+Writes are atomic: the Dataset goes to a temporary file in the destination folder and is
+moved into place with ``os.replace``, so a killed job never leaves a file that looks finished.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+ENGINE = "netcdf4"
+_PACKAGES = ("numpy", "scipy", "torch", "xarray", "netCDF4", "matplotlib", "snakemake")
+
+
+class ResultFileError(RuntimeError):
+    """A results file is missing, truncated, or was not written by nqf."""
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages whose behaviour the numbers depend on."""
+    return {name: _version(name) for name in _PACKAGES}
+
+
+def git_commit(cwd: str | os.PathLike | None = None) -> str:
+    """The commit of the checkout that produced a result ('unknown' outside git), '+dirty' if modified."""
+    here = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _attr_value(value: Any) -> Any:
+    """Coerce an attribute to a type netCDF can store (str, number, or 1-D numeric array)."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (str, int, float, np.integer, np.floating)):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) and all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            for v in value):
+        return np.asarray(value)
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def _clean_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _attr_value(v) for k, v in attrs.items() if v is not None}
+
+
+def provenance(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Global attributes recording what produced a file."""
+    from nqf import __version__
+
+    attrs: dict[str, Any] = {
+        "nqf_version": __version__,
+        "git_commit": git_commit(),
+        "config_json": json.dumps(config if config is not None else {}, sort_keys=True, default=str),
+    }
+    for name, ver in package_versions().items():
+        attrs[f"version_{name}"] = ver
+    return attrs
+
+
+def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
+                  config: Mapping[str, Any] | None = None, source: str | None = None) -> Path:
+    """Write ``ds`` to ``path`` atomically, compressed, with CF and provenance attributes.
+
+    ``title`` describes the file; ``config`` is the configuration that produced it (stored as
+    JSON in ``config_json``). Boolean variables are stored as int8 with ``flag_values``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ds = ds.copy()
+    for name in list(ds.variables):
+        var = ds[name]
+        if var.dtype == bool:
+            ds[name] = var.astype(np.int8)
+            ds[name].attrs.update(var.attrs)
+            ds[name].attrs.update(flag_values=np.array([0, 1], dtype=np.int8),
+                                  flag_meanings="false true")
+        ds[name].attrs = _clean_attrs(ds[name].attrs)
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ds.attrs = _clean_attrs({
+        **ds.attrs,
+        "Conventions": "CF-1.8",
+        "title": title,
+        "source": source or "nqf: Neural Quadratic Forms pipeline (arXiv 2608.13335)",
+        "history": f"{now} written by nqf {provenance(config)['nqf_version']}",
+        **provenance(config),
+    })
+    encoding = {name: {"zlib": True, "complevel": 4}
+                for name, var in ds.data_vars.items() if var.dtype.kind in "fiu"}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        ds.to_netcdf(tmp, engine=ENGINE, encoding=encoding)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def open_result(path: str | os.PathLike, *, made_by: str | None = None,
+                require: tuple[str, ...] = ()) -> xr.Dataset:
+    """Open an nqf NetCDF file fully into memory, with a clear error if it is unusable.
+
+    ``made_by`` names the workflow rule that produces the file, for the error message;
+    ``require`` lists variables the caller needs.
+    """
+    path = Path(path)
+    hint = f" (it is made by the rule '{made_by}'; delete it and rerun snakemake to regenerate it)" \
+        if made_by else " (delete it and regenerate it)"
+    if not path.exists():
+        raise ResultFileError(f"The results file {path} does not exist{hint}.")
+    try:
+        with xr.open_dataset(path, engine=ENGINE) as ds:
+            ds = ds.load()
+    except Exception as exc:  # netCDF4 raises OSError, ValueError, RuntimeError for bad files
+        raise ResultFileError(f"The results file {path} cannot be read as NetCDF "
+                              f"({type(exc).__name__}: {exc}){hint}.") from exc
+    if "nqf_version" not in ds.attrs:
+        raise ResultFileError(f"The file {path} was not written by nqf (no 'nqf_version' "
+                              f"attribute){hint}.")
+    missing = [v for v in require if v not in ds.variables]
+    if missing:
+        raise ResultFileError(f"The file {path} lacks the variable(s) {', '.join(missing)}{hint}.")
+    return ds
+
+
+def config_of(ds: xr.Dataset) -> dict[str, Any]:
+    """The configuration stored in a result's ``config_json`` attribute."""
+    return json.loads(ds.attrs.get("config_json", "{}"))

@@ -1,0 +1,61 @@
+"""The neural quadratic form f_mu(W) = Tr[W W^T A_mu] as a trainable PyTorch module."""
+from __future__ import annotations
+
+import torch
+
+from nqf.forms import StructureForm, as_tensor
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """'auto' -> CUDA when present, else CPU; anything else is passed to torch.device."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:n]'; got {device!r}.")
+    return torch.device(device)
+
+
+class QuadraticModel(torch.nn.Module):
+    """A batch of independent quadratic models sharing one dataset.
+
+    ``W0`` has shape (R, p, d) for R replicas (seeds, init scales, ...) trained in one tensor
+    program, or (p, d) for a single model. ``forward()`` returns f of shape (R, m).
+    """
+
+    def __init__(self, form: StructureForm, W0, device: str | torch.device = "auto",
+                 dtype: torch.dtype = torch.float64):
+        super().__init__()
+        dev = resolve_device(device)
+        W0 = as_tensor(W0, dtype=dtype, device=dev)
+        if W0.ndim == 2:
+            W0 = W0[None]
+        if W0.ndim != 3 or W0.shape[1] != form.p:
+            raise ValueError(f"W0 must have shape (replicas, p={form.p}, d) or (p, d); "
+                             f"got {tuple(W0.shape)}.")
+        self.form = form.to(device=dev, dtype=dtype)
+        self.W = torch.nn.Parameter(W0.clone())
+
+    @property
+    def replicas(self) -> int:
+        return self.W.shape[0]
+
+    def forward(self) -> torch.Tensor:
+        return self.form.outputs(self.W)
+
+    def loss_and_grad(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-replica loss (1/m) sum (f - y)^2 and its exact gradient H W, H = (4/m) sum Delta A.
+
+        Closed form of the gradient (Eq. 27), cheaper than autograd by a factor of about 3
+        for small p, where Python overhead dominates.
+        """
+        with torch.no_grad():
+            residual = self.form.outputs(self.W) - y
+            loss = residual.pow(2).sum(-1) / y.shape[0]
+            grad = self.form.apply_weighted(residual * (4.0 / y.shape[0]), self.W)
+        return loss, grad
+
+    def order_parameter(self) -> torch.Tensor:
+        """M = W W^T for every replica, shape (R, p, p)."""
+        return self.W @ self.W.transpose(-1, -2)

@@ -1,0 +1,143 @@
+"""Full-batch training of batched models with trajectories on a log-spaced step grid.
+
+One call trains R replicas (seeds, init scales) as one tensor program: the model's forward
+returns outputs of shape (R, m), the loss of replica r is (1/m) sum_mu (f_r,mu - y_mu)^2 and the
+summed loss is differentiated once, so replicas never mix. Gradient descent with step eta
+samples the gradient flow at t = eta * step; every recorded step carries both coordinates.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+
+log = logging.getLogger("nqf.train")
+
+OPTIMIZERS = ("gd", "momentum", "adam")
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss became non-finite; carries the step and the last loss values."""
+
+    def __init__(self, step: int, loss: np.ndarray, lr: float, hint: str = ""):
+        self.step, self.loss, self.lr = step, loss, lr
+        super().__init__(
+            f"Training diverged at step {step}: loss {np.array2string(loss, precision=3)} is not "
+            f"finite with learning rate {lr:g}. Lower the learning rate{hint}.")
+
+
+def log_step_grid(steps: int, n_points: int) -> np.ndarray:
+    """Integer steps 0..steps, log-spaced (about n_points of them, always including 0 and steps)."""
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1; got {steps}.")
+    if n_points < 2:
+        raise ValueError(f"n_points must be at least 2; got {n_points}.")
+    grid = np.unique(np.rint(np.geomspace(1, steps, n_points - 1)).astype(np.int64))
+    return np.concatenate([[0], grid])
+
+
+def make_optimizer(name: str, params, lr: float, momentum: float = 0.9,
+                   weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """'gd' (plain), 'momentum' (Polyak heavy ball, v <- beta v + g, w <- w - lr v), 'adam'."""
+    if name == "gd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {name!r}.")
+
+
+def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(1/m) sum_mu (f_mu - y_mu)^2 for each replica: f (R, m) or (R, m, k), y (m,) or (m, k)."""
+    residual = f - y
+    return residual.pow(2).flatten(1).sum(1) / y.shape[0]
+
+
+def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = "gd",
+          momentum: float = 0.9, weight_decay: float = 0.0,
+          record_steps: Sequence[int] | None = None, n_record: int = 400,
+          record: Callable[[torch.nn.Module], dict[str, torch.Tensor]] | None = None,
+          replica_dim: str = "seed", replica_coords: Sequence | None = None,
+          progress_seconds: float = 10.0, divergence_hint: str = "") -> xr.Dataset:
+    """Train ``model`` (forward() -> (R, m) outputs) on targets ``y`` and record trajectories.
+
+    Returns a Dataset with ``loss`` over (``replica_dim``, ``step``) and, for each entry of
+    ``record(model)`` (default: ``M`` = W W^T if the model has ``order_parameter``), a variable
+    over (``replica_dim``, ``step``, ...). The ``step`` dimension carries the coordinate
+    ``time`` = lr * step. Raises :class:`TrainingDiverged` at the first non-finite loss.
+    """
+    if lr <= 0 or not math.isfinite(lr):
+        raise ValueError(f"lr must be a positive number; got {lr}.")
+    params = [p for p in model.parameters() if p.requires_grad]
+    device, dtype = params[0].device, params[0].dtype
+    y = torch.as_tensor(np.asarray(y), dtype=dtype, device=device)
+    opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
+    grid = log_step_grid(steps, n_record) if record_steps is None else np.unique(np.asarray(record_steps))
+    if grid[0] < 0 or grid[-1] > steps:
+        raise ValueError(f"record_steps must lie in [0, {steps}].")
+    if record is None:
+        def record(mod):
+            return {"M": mod.order_parameter()} if hasattr(mod, "order_parameter") else {}
+
+    losses, recorded = [], {}
+    next_idx, t0, last_report = 0, time.perf_counter(), time.perf_counter()
+    analytic = hasattr(model, "loss_and_grad") and len(params) == 1
+    for step in range(steps + 1):
+        if analytic:
+            loss, grad = model.loss_and_grad(y)
+        else:
+            opt.zero_grad(set_to_none=True)
+            loss = mse_per_replica(model(), y)
+        if next_idx < len(grid) and step == grid[next_idx]:
+            loss_np = loss.detach().cpu().numpy()
+            if not np.all(np.isfinite(loss_np)):
+                raise TrainingDiverged(step, loss_np, lr, divergence_hint)
+            losses.append(loss_np)
+            with torch.no_grad():
+                for key, val in record(model).items():
+                    recorded.setdefault(key, []).append(val.detach().cpu().numpy())
+            next_idx += 1
+        if step == steps:
+            break
+        if analytic:
+            params[0].grad = grad
+        else:
+            loss.sum().backward()
+        opt.step()
+        now = time.perf_counter()
+        if now - last_report >= progress_seconds:
+            last_report = now
+            cur = loss.detach()
+            if not torch.all(torch.isfinite(cur)):
+                raise TrainingDiverged(step, cur.cpu().numpy(), lr, divergence_hint)
+            done = (step + 1) / steps
+            log.info("step %d/%d (%.0f%%), mean loss %.4g, %.1f s elapsed, ~%.1f s left",
+                     step + 1, steps, 100 * done, float(cur.mean()), now - t0,
+                     (now - t0) * (1 - done) / done)
+    log.info("trained %d steps in %.2f s", steps, time.perf_counter() - t0)
+
+    n_rep = losses[0].shape[0]
+    coords = {"step": ("step", grid.astype(np.int64)),
+              "time": ("step", lr * grid.astype(np.float64), {
+                  "units": "1", "long_name": "gradient-flow time eta * step"}),
+              replica_dim: np.arange(n_rep) if replica_coords is None else np.asarray(replica_coords)}
+    ds = xr.Dataset(coords=coords)
+    ds["loss"] = ((replica_dim, "step"), np.stack(losses, axis=1),
+                  {"units": "1", "long_name": "training loss (1/m) sum (f - y)^2"})
+    for key, vals in recorded.items():
+        arr = np.stack(vals, axis=1)
+        extra = [f"{key}_dim{i}" for i in range(arr.ndim - 2)]
+        if key == "M":
+            extra = ["row", "col"]
+        ds[key] = ((replica_dim, "step", *extra), arr)
+    if "M" in ds:
+        ds["M"].attrs.update(units="1", long_name="order parameter M = W W^T")
+    ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
+                    weight_decay=weight_decay)
+    return ds

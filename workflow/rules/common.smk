@@ -1,0 +1,33 @@
+# Config validation and the helpers every rule uses. Validation runs when the Snakefile is
+# parsed, so a bad config stops snakemake before any job starts.
+from snakemake.exceptions import WorkflowError
+
+from nqf import experiments as nqf_experiments
+from nqf.config import ConfigError, validate_config
+
+try:
+    _validated = validate_config(config)
+except ConfigError as _exc:
+    raise WorkflowError(f"Invalid configuration: {_exc}") from None
+config.clear()
+config.update(_validated)
+EXPERIMENTS = config["experiments"]
+
+
+wildcard_constraints:
+    exp="[A-Za-z][A-Za-z0-9_]*",
+    run="[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
+def experiment(wildcards):
+    return EXPERIMENTS[wildcards.exp]
+
+
+def stage_params(stage):
+    """The config keys a stage reads, as a rule param: changing them reruns that stage."""
+    return lambda wildcards: nqf_experiments.stage_config(experiment(wildcards), stage)
+
+
+def run_files(wildcards):
+    runs = nqf_experiments.run_ids(experiment(wildcards))
+    return expand("results/runs/{exp}/{run}.nc", exp=wildcards.exp, run=runs)

@@ -1,0 +1,30 @@
+rule figure:
+    """The experiment's figure: experiment as markers or solid, theory dashed."""
+    input:
+        theory="results/theory/{exp}.nc",
+        fit="results/fits/{exp}.nc",
+        runs=run_files,
+    output:
+        pdf=report("results/figures/{exp}.pdf", category="figures", caption="../report/figure.rst"),
+        png="results/figures/{exp}.png",
+    params:
+        cfg=stage_params("figure"),
+        style=config["figures"],
+    log:
+        "results/logs/figures/{exp}.log",
+    script:
+        "../scripts/figure.py"
+
+
+rule summary:
+    """One row per checked claim, across experiments."""
+    input:
+        expand("results/fits/{exp}.nc", exp=EXPERIMENTS),
+    output:
+        report("results/summary.csv", category="summary", caption="../report/summary.rst"),
+    params:
+        experiments=list(EXPERIMENTS),
+    log:
+        "results/logs/summary.log",
+    script:
+        "../scripts/summary.py"

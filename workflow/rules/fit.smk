@@ -1,0 +1,16 @@
+rule fit:
+    """Measured ignition times and errors beside the predictions, with the checked claims."""
+    input:
+        structure="results/structure/{exp}.nc",
+        theory="results/theory/{exp}.nc",
+        runs=run_files,
+    output:
+        "results/fits/{exp}.nc",
+    params:
+        cfg=stage_params("fit"),
+    log:
+        "results/logs/fit/{exp}.log",
+    benchmark:
+        "results/benchmarks/fit/{exp}.tsv"
+    script:
+        "../scripts/fit.py"

@@ -1,0 +1,12 @@
+rule structure:
+    """A(x) statistics: Y, Lotka-Volterra r and C, the shared-eigenbasis residuals."""
+    input:
+        "results/data/{exp}.nc",
+    output:
+        "results/structure/{exp}.nc",
+    log:
+        "results/logs/structure/{exp}.log",
+    benchmark:
+        "results/benchmarks/structure/{exp}.tsv"
+    script:
+        "../scripts/structure.py"

@@ -1,0 +1,14 @@
+rule theory:
+    """Predictions before training: GLV and closed forms, ignition times, plateaus."""
+    input:
+        "results/structure/{exp}.nc",
+    output:
+        "results/theory/{exp}.nc",
+    params:
+        cfg=stage_params("theory"),
+    log:
+        "results/logs/theory/{exp}.log",
+    benchmark:
+        "results/benchmarks/theory/{exp}.tsv"
+    script:
+        "../scripts/theory.py"

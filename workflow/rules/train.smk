@@ -1,0 +1,18 @@
+rule train:
+    """One training run (model x optimizer x init x seed) of one experiment."""
+    input:
+        "results/data/{exp}.nc",
+    output:
+        "results/runs/{exp}/{run}.nc",
+    params:
+        cfg=stage_params("train"),
+        device=config["device"],
+    log:
+        "results/logs/train/{exp}/{run}.log",
+    benchmark:
+        "results/benchmarks/train/{exp}/{run}.tsv"
+    resources:
+        runtime=60,
+        mem_mb=4000,
+    script:
+        "../scripts/train.py"

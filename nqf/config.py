@@ -45,6 +45,17 @@ def load_yaml(path: str | Path) -> dict:
     return data
 
 
+def merge_overrides(base: dict, overrides: Mapping) -> dict:
+    """``base`` with ``overrides`` applied recursively (nested mappings merge, values replace)."""
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge_overrides(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 def _key(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 

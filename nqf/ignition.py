@@ -8,10 +8,11 @@ def ignition_times(t, z, *, rho: float = 0.5, saturation=None) -> np.ndarray:
     """First time each mode reaches the fraction ``rho`` of its saturation value.
 
     ``t`` has shape (T,), ``z`` shape (T, ...) with time first. ``saturation`` defaults to the
-    last recorded value (train long enough for it to be reached). Between recorded points ln z
-    is interpolated linearly in t, which is exact for exponential growth and second-order
-    accurate through the logistic turn. Modes that never cross, or start above the threshold,
-    give NaN.
+    last recorded value (train long enough for it to be reached). Between recorded points the
+    logit ln(z / (sat - z)) is interpolated linearly in t: exact for the logistic solutions of
+    Theorems 6-7 and second-order accurate for any smooth sigmoidal switch-on (ln z is used if a
+    recorded point overshoots the saturation value). Modes that never cross, or start above the
+    threshold, give NaN.
     """
     t = np.asarray(t, float)
     z = np.asarray(z, float)
@@ -35,7 +36,12 @@ def ignition_times(t, z, *, rho: float = 0.5, saturation=None) -> np.ndarray:
         if z_lo <= 0:
             out[k] = t[i]
             continue
-        frac = (np.log(level) - np.log(z_lo)) / (np.log(z_hi) - np.log(z_lo))
+        if z_hi < sat[k]:
+            def g(v):
+                return np.log(v) - np.log(sat[k] - v)
+        else:
+            g = np.log
+        frac = (g(level) - g(z_lo)) / (g(z_hi) - g(z_lo))
         out[k] = t[i - 1] + frac * (t[i] - t[i - 1])
     return out.reshape(z.shape[1:])
 

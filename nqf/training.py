@@ -37,7 +37,13 @@ def log_step_grid(steps: int, n_points: int) -> np.ndarray:
         raise ValueError(f"steps must be at least 1; got {steps}.")
     if n_points < 2:
         raise ValueError(f"n_points must be at least 2; got {n_points}.")
-    grid = np.unique(np.rint(np.geomspace(1, steps, n_points - 1)).astype(np.int64))
+    target = min(n_points - 1, steps)
+    k = target
+    while True:  # rounding merges the small steps; sample more densely until n points remain
+        grid = np.unique(np.rint(np.geomspace(1, steps, k)).astype(np.int64))
+        if grid.size >= target:
+            break
+        k += target - grid.size
     return np.concatenate([[0], grid])
 
 

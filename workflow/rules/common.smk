@@ -1,11 +1,17 @@
 # Config validation and the helpers every rule uses. Validation runs when the Snakefile is
 # parsed, so a bad config stops snakemake before any job starts.
+from pathlib import Path
+
 from snakemake.exceptions import WorkflowError
 
 from nqf import experiments as nqf_experiments
-from nqf.config import ConfigError, validate_config
+from nqf.config import ConfigError, load_yaml, merge_overrides, validate_config
+
+DEFAULT_CONFIG = Path(workflow.basedir) / "config" / "config.yaml"
 
 try:
+    if "experiments" not in config:  # no --configfile: the default, with --config overrides
+        config.update(merge_overrides(load_yaml(DEFAULT_CONFIG), dict(config)))
     _validated = validate_config(config)
 except ConfigError as _exc:
     raise WorkflowError(f"Invalid configuration: {_exc}") from None

@@ -6,7 +6,6 @@ rule train:
         "results/runs/{exp}/{run}.nc",
     params:
         cfg=stage_params("train"),
-        device=config["device"],
     log:
         "results/logs/train/{exp}/{run}.log",
     benchmark:

@@ -1,4 +1,8 @@
-"""Rule train: one training run; progress goes to the rule's log."""
+"""Rule train: one training run; progress goes to the rule's log.
+
+The device comes from the global config, not from params: moving a sweep between CPU and GPU
+does not by itself rerun finished training jobs.
+"""
 from nqf.experiments import kind_of
 from nqf.experiments.jobs import job
 from nqf.netcdf import open_result, write_dataset
@@ -7,6 +11,6 @@ cfg = snakemake.params.cfg  # noqa: F821
 run = snakemake.wildcards.run  # noqa: F821
 with job(snakemake.log[0], "train"):  # noqa: F821
     data = open_result(snakemake.input[0], made_by="data")  # noqa: F821
-    ds = kind_of(cfg).train_run(data, cfg, run, device=snakemake.params.device)  # noqa: F821
+    ds = kind_of(cfg).train_run(data, cfg, run, device=snakemake.config["device"])  # noqa: F821
     write_dataset(ds, snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf training run {run} of experiment {snakemake.wildcards.exp}")  # noqa: F821

@@ -1,0 +1,73 @@
+"""Config validation: defaults filled, every bad value refused with the key's path."""
+import pytest
+
+from nqf.config import ConfigError, load_schema, load_yaml, validate_config
+from nqf.experiments import KINDS
+
+
+def exp(**keys):
+    return {"experiments": {"featurewise": {"kind": "featurewise", **keys}}}
+
+
+def test_defaults_are_filled_from_the_schema():
+    cfg = validate_config(exp())
+    f = cfg["experiments"]["featurewise"]
+    assert f["eps"] == 1e-5 and f["lr"] == 0.01 and f["tolerances"]["z_rel_error"] == 0.03
+    assert cfg["device"] == "auto" and cfg["figures"]["dpi"] == 150
+
+
+def test_yaml11_scientific_notation_is_read_as_a_number():
+    assert validate_config(exp(eps="1e-5"))["experiments"]["featurewise"]["eps"] == 1e-5
+
+
+@pytest.mark.parametrize("config, key, words", [
+    (exp(eps=-1e-3), "experiments.featurewise.eps", "must be > 0"),
+    (exp(eps=0), "experiments.featurewise.eps", "must be > 0"),
+    (exp(eps="small"), "experiments.featurewise.eps", "must be of type number"),
+    (exp(steps=10.5), "experiments.featurewise.steps", "must be of type integer"),
+    (exp(epss=1e-3), "experiments.featurewise.epss", "did you mean 'eps'"),
+    (exp(r=[1.0, -0.5]), "experiments.featurewise.r.1", "must be > 0"),
+    (exp(tolerances={"z_err": 1}), "experiments.featurewise.tolerances.z_err", "Unknown config key"),
+    ({"experiments": {"f": {"kind": "featurwise"}}}, "experiments.f.kind", "must be one of featurewise"),
+    ({"experiments": {"f": {"eps": 1}}}, "experiments.f", "'kind' is a required property"),
+    ({"experiments": {"../evil": {"kind": "featurewise"}}}, "experiments", "must start with a letter"),
+    ({"experiments": {}}, "experiments", "at least 1"),
+    ({"experimnts": {}}, "experimnts", "did you mean 'experiments'"),
+    ({**exp(), "device": "gpu"}, "device", "must be one of auto, cpu, cuda"),
+])
+def test_bad_values_are_refused_naming_the_key(config, key, words):
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    msg = str(info.value)
+    assert f"'{key}'" in msg and words in msg
+    assert msg.count("\n") == 0  # one sentence, no traceback-like dump
+
+
+def test_schema_kinds_match_the_implemented_kinds():
+    schema = load_schema()
+    listed = schema["properties"]["experiments"]["additionalProperties"]["properties"]["kind"]["enum"]
+    assert set(listed) == set(schema["$defs"]) == set(KINDS)
+
+
+def test_every_schema_key_is_documented():
+    def walk(node, path):
+        for key, sub in node.get("properties", {}).items():
+            if key != "kind":
+                assert "description" in sub, f"{path}.{key} lacks a description"
+            walk(sub, f"{path}.{key}")
+    schema = load_schema()
+    walk(schema, "")
+    for kind, sub in schema["$defs"].items():
+        walk(sub, kind)
+
+
+def test_shipped_configs_are_valid():
+    for name in ("config", "test"):
+        validate_config(load_yaml(f"config/{name}.yaml"))
+
+
+def test_yaml_with_python_tags_is_refused(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("experiments: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_yaml(bad)

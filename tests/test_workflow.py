@@ -1,0 +1,119 @@
+"""The Snakemake DAG end to end on config/test.yaml, through the snakemake CLI."""
+import copy
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.workflow
+
+
+def snakemake(workdir, *args, check=True):
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(workdir), "--cores", "2", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def planned_outputs(proc) -> set[str]:
+    """Output files of the jobs a dry run would execute."""
+    text = proc.stdout + proc.stderr
+    outs = set()
+    for line in re.findall(r"^\s+output: (.+)$", text, flags=re.M):
+        outs.update(p.strip() for p in line.split(","))
+    return outs
+
+
+def write_config(tmp_path, **changes):
+    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    for path, value in changes.items():
+        node = cfg
+        *parents, leaf = path.split("__")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    out = tmp_path / f"config_{len(list(tmp_path.glob('config_*')))}.yaml"
+    out.write_text(yaml.safe_dump(cfg))
+    return out
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    work = tmp_path_factory.mktemp("wf")
+    cfg = work / "test.yaml"
+    cfg.write_text((ROOT / "config" / "test.yaml").read_text())
+    snakemake(work, "--configfile", str(cfg))
+    return work, cfg
+
+
+def test_all_outputs_and_passing_claims(finished):
+    work, _ = finished
+    res = work / "results"
+    for exp in ("featurewise", "featurewise_b"):
+        for sub in (f"data/{exp}.nc", f"structure/{exp}.nc", f"theory/{exp}.nc", f"fits/{exp}.nc",
+                    f"runs/{exp}/gd.nc", f"figures/{exp}.pdf", f"figures/{exp}.png"):
+            assert (res / sub).stat().st_size > 0, sub
+    theory = xr.open_dataset(res / "theory/featurewise.nc")
+    assert theory["z"].dims == ("time", "mode") and theory["t_star"].dims == ("mode",)
+    fits = xr.open_dataset(res / "fits/featurewise.nc")
+    assert fits["t_star_measured"].dims == ("mode",) and fits["t_star_predicted"].dims == ("mode",)
+    assert np.all(np.abs(fits["t_star_measured"] - fits["t_star_predicted"]) / fits["t_star_predicted"] < 0.02)
+    runs = xr.open_mfdataset(str(res / "runs/featurewise/*.nc"), combine="nested", concat_dim="run")
+    assert "loss" in runs and "time" in runs.coords
+    for attr in ("Conventions", "title", "history", "nqf_version", "git_commit", "config_json"):
+        assert attr in theory.attrs
+    with open(res / "summary.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {"experiment", "quantity", "predicted", "measured", "rel_error", "tolerance", "passed"} <= set(rows[0])
+    assert len(rows) >= 10 and all(r["passed"] == "True" for r in rows), rows
+    assert "nothing to be done" in (snakemake(work, "--configfile", str(finished[1]), "-n").stdout
+                                    + snakemake(work, "--configfile", str(finished[1]), "-n").stderr).lower()
+
+
+def test_changing_eps_reruns_only_that_experiment_from_train_on(finished, tmp_path):
+    work, _ = finished
+    cfg = write_config(tmp_path, experiments__featurewise__eps=2.0e-3)
+    planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
+    assert planned == {"results/runs/featurewise/gd.nc", "results/theory/featurewise.nc",
+                       "results/fits/featurewise.nc", "results/figures/featurewise.pdf",
+                       "results/figures/featurewise.png", "results/summary.csv"}
+
+
+def test_changing_data_reruns_every_stage_of_that_experiment_only(finished, tmp_path):
+    work, _ = finished
+    cfg = write_config(tmp_path, experiments__featurewise_b__data_seed=11)
+    planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
+    assert planned and all("featurewise_b" in p or p == "results/summary.csv" for p in planned)
+    assert "results/data/featurewise_b.nc" in planned
+
+
+def test_changing_figure_style_reruns_only_figures(finished, tmp_path):
+    work, _ = finished
+    cfg = write_config(tmp_path, figures__dpi=72)
+    planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
+    assert planned and all(p.startswith("results/figures/") for p in planned)
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"experiments__featurewise__eps": -1.0e-3}, "experiments.featurewise.eps"),
+    ({"experiments__featurewise__kind": "featurewize"}, "experiments.featurewise.kind"),
+    ({"experiments__featurewise__epsilon": 1.0e-3}, "experiments.featurewise.epsilon"),
+    ({"experiments__featurewise__lr": "fast"}, "experiments.featurewise.lr"),
+])
+def test_bad_config_fails_before_any_job(tmp_path, change, key):
+    cfg = write_config(tmp_path, **change)
+    proc = snakemake(tmp_path, "--configfile", str(cfg), check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"Invalid configuration: " in text and f"'{key}'" in text
+    assert "Traceback" not in text
+    assert not (tmp_path / "results").exists()

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 THEORY = {"linestyle": "--", "linewidth": 1.2}
 EXPERIMENT = {"linestyle": "-", "linewidth": 1.6}
 MARKERS = {"linestyle": "none", "marker": "o", "markersize": 3.2, "markerfacecolor": "none"}
-IGNITION = {"linestyle": ":", "linewidth": 0.9, "alpha": 0.8}
+IGNITION = {"linestyle": (0, (4, 3)), "linewidth": 0.8, "alpha": 0.7}
 
 
 @contextlib.contextmanager

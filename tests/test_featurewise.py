@@ -40,6 +40,7 @@ def test_data_has_the_configured_lv_coefficients(seed, c_diag):
     assert np.allclose(lv.C, c_diag * np.eye(5), atol=1e-12)
     assert float(st["commutator_residual"]) == 0.0
     assert float(st["min_loss"]) < 1e-20  # z = r / C fits the data exactly
+    assert int(st["k_V"]) == 5  # the diagonals span R^5 (Q is orthogonal)
 
 
 def test_gd_follows_theorem6_with_first_order_error(data):

@@ -38,6 +38,15 @@ def test_shared_eigenbasis_recovers_eigenvalues_of_commuting_matrices():
     assert np.allclose(lam_f[:, match], lam, atol=1e-12)
 
 
+def test_data_rank_is_the_span_of_all_columns():
+    from nqf.experiments.common import data_rank
+    P, lam, _ = commuting_dense(m=6, p=5)
+    lam[:, 3:] = 0.0  # two directions never used by any sample
+    A = np.einsum("pk,mk,qk->mpq", P, lam, P)
+    assert data_rank(nqf.DenseForm(torch.as_tensor(A))) == 3
+    assert data_rank(nqf.DiagonalForm(torch.as_tensor(lam))) == 3
+
+
 def test_shared_eigenbasis_flags_non_commuting_matrices():
     rng = np.random.default_rng(1)
     B = rng.standard_normal((5, 4, 4))

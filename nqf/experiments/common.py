@@ -48,6 +48,21 @@ def min_loss(lv: LotkaVolterra) -> tuple[float, np.ndarray]:
     return float(lv.loss(z)), z
 
 
+def data_rank(form: StructureForm, rtol: float = 1e-10) -> int:
+    """Theorem 3's k_V: the dimension of the span of all columns of all A_mu.
+
+    The column space of sum_mu A_mu^2 (a sum of PSD matrices) is the union of the column
+    spaces of the A_mu, so k_V is its numerical rank.
+    """
+    if isinstance(form, DiagonalForm):
+        scale = form.diag.abs().max().item() or 1.0
+        return int((form.diag.abs().amax(0) > rtol * scale).sum())
+    A = form.dense()
+    S = torch.einsum("mpq,mqr->pr", A, A)
+    eig = torch.linalg.eigvalsh(S)
+    return int((eig > rtol * max(eig.abs().max().item(), 1e-300)).sum())
+
+
 def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra]:
     """The statistics the theory needs: Y, Lotka-Volterra r and C, the shared-basis residuals."""
     lv = LotkaVolterra.from_data(form, y)
@@ -72,6 +87,8 @@ def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra
         "units": "1", "long_name": "max_mu |offdiag(P^T A_mu P)|_F / |A_mu|_F"})
     ds["min_loss"] = ((), loss_min, {"units": "1", "long_name": "smallest loss reachable with z >= 0"})
     ds["C_is_diagonal"] = ((), lv.is_diagonal, {"long_name": "C is diagonal (Theorem 6 applies)"})
+    ds["k_V"] = ((), data_rank(form), {
+        "long_name": "Theorem 3 rank: dim span of all columns of all A_mu (width k_V + 1 suffices)"})
     return ds, lv
 
 

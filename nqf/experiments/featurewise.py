@@ -179,7 +179,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         # Thin the markers to about 60 per mode, evenly in t, so the theory line stays visible.
         idx = np.unique(np.searchsorted(t, np.linspace(t[keep][0], t[-1], 60)))
         for k, col in enumerate(colors):
-            ax_z.plot(tt[1:], theory_ds["z_closed_form"].values[1:, k], color=col, **plotting.THEORY)
+            ax_z.plot(tt[1:], theory_ds["z_closed_form"].values[1:, k], color=col, linewidth=1.1)
             ax_z.plot(t[idx], z[idx, k], color=col, **plotting.MARKERS,
                       label=f"$r_{k + 1}$ = {fit_ds['r'].values[k]:.4g}")
             for ax in (ax_z, ax_l):
@@ -187,7 +187,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_z.set_yscale("log")
         ax_z.set_xlabel(r"gradient-flow time $t = \eta \cdot$step")
         ax_z.set_ylabel(r"eigenvalue $z_k$ of $WW^\top$")
-        ax_z.set_title(r"modes: GD (markers), Theorem 6 (dashed)")
+        ax_z.set_title(r"modes: GD (markers), Theorem 6 (lines)")
         ax_z.legend(loc="lower right", ncol=1, handlelength=1.0)
         ax_l.plot(t[keep], gd["loss"].values[keep] - loss_min, color="k", label="GD", **plotting.EXPERIMENT)
         ax_l.plot(tt[1:], theory_ds["excess_loss"].values[1:], color="tab:red", label="GLV theory",
@@ -197,7 +197,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_l.set_yscale("log")
         ax_l.set_xlabel(r"gradient-flow time $t = \eta \cdot$step")
         ax_l.set_ylabel(r"excess loss $L - L_{\min}$")
-        ax_l.set_title(r"loss plateaus; dotted: $t^*_k$ (Thm 8)")
+        ax_l.set_title(r"loss plateaus; dashed: $t^*_k$ (Thm 8)")
         ax_l.legend(loc="upper right")
         fig.suptitle(f"{cfg['description']} ($\\epsilon$ = {cfg['eps']:g}, "
                      f"lr = {fit_ds.attrs['lr']:g})", fontsize=font_size + 1)

@@ -76,6 +76,9 @@ def _message(error: jsonschema.ValidationError, prefix: tuple) -> str:
             parts.append(f"'{_key(path + (k,))}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
         return (f"Unknown config key {', '.join(parts)}; the keys allowed there are: "
                 f"{', '.join(allowed)}.")
+    if "propertyNames" in error.schema_path and v == "not":
+        return (f"The name {inst!r} under '{_key(path)}' is reserved for another output; "
+                f"choose another experiment id.")
     if "propertyNames" in error.schema_path:
         return (f"The name {inst!r} under '{_key(path)}' is not allowed: names must start with a "
                 f"letter and use only letters, digits and '_' (at most 64 characters).")

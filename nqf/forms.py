@@ -71,14 +71,16 @@ class DenseForm(StructureForm):
             raise ValueError("DenseForm needs symmetric matrices A_mu; symmetrise with (A + A^T)/2.")
         self.m, self.p = self.A.shape[0], self.A.shape[1]
 
+    # Contractions are written as matrix products over flattened (p*p) indices: one GEMM each,
+    # whatever the batch of replicas, instead of an einsum whose path can be poor.
     def outputs(self, W: Tensor) -> Tensor:
-        return torch.einsum("mpq,...pi,...qi->...m", self.A, W, W)
+        return self.outputs_from_M(W @ W.transpose(-1, -2))
 
     def outputs_from_M(self, M: Tensor) -> Tensor:
-        return torch.einsum("mpq,...pq->...m", self.A, M)
+        return M.flatten(-2) @ self.A.flatten(1).T
 
     def weighted_sum(self, c: Tensor) -> Tensor:
-        return torch.einsum("...m,mpq->...pq", c, self.A)
+        return (c @ self.A.flatten(1)).unflatten(-1, (self.p, self.p))
 
     def apply_weighted(self, c: Tensor, W: Tensor) -> Tensor:
         return self.weighted_sum(c) @ W

@@ -32,6 +32,7 @@ def test_yaml11_scientific_notation_is_read_as_a_number():
     ({"experiments": {"f": {"eps": 1}}}, "experiments.f", "'kind' is a required property"),
     ({"experiments": {"../evil": {"kind": "featurewise"}}}, "experiments", "must start with a letter"),
     ({"experiments": {}}, "experiments", "at least 1"),
+    ({"experiments": {"structure_matrices": {"kind": "featurewise"}}}, "experiments", "reserved"),
     ({"experimnts": {}}, "experimnts", "did you mean 'experiments'"),
     ({**exp(), "device": "gpu"}, "device", "must be one of auto, cpu, cuda"),
 ])

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from nqf.experiments import featurewise
+from nqf.experiments import featurewise, samplewise
 
-KINDS: dict[str, ModuleType] = {featurewise.KIND: featurewise}
+KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise)}
 STAGES = ("data", "train", "theory", "fit", "figure")
 
 

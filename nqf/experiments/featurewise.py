@@ -129,10 +129,10 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     z = gd["z"].values
     t_meas = ignition_times(t, z)
     t_pred = theory_ds["t_star"].values
-    z_thm = theory_ds["z_closed_form"].values
-    if not np.allclose(theory_ds["time"].values, t):
-        raise ValueError("The run and the theory were computed on different time grids; "
-                         "rerun the theory stage (its lr/steps/n_record differ from the run's).")
+    # Theorem 6 evaluated at the run's own recorded times (cheap and exact), so the comparison
+    # never depends on the theory file sharing the run's time grid.
+    lv = lv_from_structure(structure)
+    z_thm = logistic_solution(lv.r, np.diag(lv.C), np.full(lv.modes, cfg["eps"]), t)
     z_err = np.max(np.abs(z - z_thm) / z_thm, axis=0)
     t_err = np.abs(t_meas - t_pred) / t_pred
     ds = xr.Dataset(

@@ -19,5 +19,6 @@ include: "workflow/rules/figures.smk"
 rule all:
     input:
         expand("results/figures/{exp}.{ext}", exp=EXPERIMENTS, ext=("pdf", "png")),
+        "results/figures/structure_matrices.pdf",
         "results/summary.csv",
     default_target: True

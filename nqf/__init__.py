@@ -15,3 +15,7 @@ __all__ = [
     "TrainingDiverged", "glv", "ignition_times", "log_step_grid", "logistic_solution",
     "lv_coefficients", "predicted_ignition_times", "resolve_device", "shared_eigenbasis", "train",
 ]
+from nqf import architectures  # noqa: E402,F401
+from nqf.taylor import Expansion, NotSmoothError, ZGZWarning, expansion, structure_matrix  # noqa: E402,F401
+
+__all__ += ["Expansion", "NotSmoothError", "ZGZWarning", "architectures", "expansion", "structure_matrix"]

@@ -20,8 +20,10 @@ config.update(_validated)
 EXPERIMENTS = config["experiments"]
 
 
+# {exp} matches only the configured experiment ids, so other figures (structure_matrices) and
+# stale files never resolve to an experiment rule.
 wildcard_constraints:
-    exp="[A-Za-z][A-Za-z0-9_]*",
+    exp="|".join(sorted(EXPERIMENTS, key=len, reverse=True)),
     run="[A-Za-z0-9][A-Za-z0-9_.-]*",
 
 

@@ -28,3 +28,18 @@ rule summary:
         "results/logs/summary.log",
     script:
         "../scripts/summary.py"
+
+
+rule structure_figure:
+    """The block pattern of A(x) for every architecture, side by side."""
+    output:
+        pdf=report("results/figures/structure_matrices.pdf", category="structure matrices",
+                   caption="../report/structure_matrices.rst"),
+        png="results/figures/structure_matrices.png",
+    params:
+        style=config["figures"],
+    log:
+        "results/logs/figures/structure_matrices.log",
+    script:
+        "../scripts/structure_figure.py"
+

@@ -1,0 +1,90 @@
+"""Multi-head attention with a linear readout per head (Prop. 2, Eq. 7-8), k outputs.
+
+f_c(x, X) = sum_i R_i[:, c]^T W^V_i X softmax(X^T W^K_i^T W^Q_i x / sqrt(d_k)),
+query token x (D), context X (D x N), W^Q_i, W^K_i (d_k x D), W^V_i (d_v x D), readout R_i (d_v x k)
+(for k = 1, R_i is the paper's v_i). Unit i is w_i = [vec W^Q_i; vec W^K_i; vec W^V_i; vec R_i],
+column-major vecs, p = 2 d_k D + d_v D + d_v k.
+
+A_c = 1/2 [[0 (Q, K)], [0, x_avg e_c^T (x) I_dv], [e_c x_avg^T (x) I_dv, 0]] on the (V, R) blocks,
+x_avg = X 1_N / N: softmax(L) = 1/N + O(|w|^2) and L is quadratic in (W^Q, W^K), so Q and K
+enter at quartic order only. Each head is even in its own weights (Z2): the error is O(|W|^4).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from nqf.architectures.base import UnitModule, gaussian, generator, unvec, vec
+from nqf.factored import BlockBilinearForm
+
+Tensor = torch.Tensor
+
+
+class MultiHeadAttention(UnitModule):
+    """Heads as units; inputs are (x, X): queries (m, D) and contexts (m, D, N)."""
+
+    def __init__(self, D: int = 4, d_k: int = 2, d_v: int = 3, width: int = 2, n_outputs: int = 2,
+                 seq_len: int = 5, init_std: float = 1.0, seed: int | None = 0,
+                 dtype: torch.dtype = torch.float64):
+        super().__init__()
+        gen = generator(seed)
+        self.D, self.d_k, self.d_v, self.n_outputs, self.seq_len = D, d_k, d_v, n_outputs, seq_len
+        s = init_std / math.sqrt(D)
+        self.WQ = torch.nn.Parameter(gaussian(gen, width, d_k, D, std=s, dtype=dtype))
+        self.WK = torch.nn.Parameter(gaussian(gen, width, d_k, D, std=s, dtype=dtype))
+        self.WV = torch.nn.Parameter(gaussian(gen, width, d_v, D, std=s, dtype=dtype))
+        self.R = torch.nn.Parameter(gaussian(gen, width, d_v, n_outputs, std=init_std / math.sqrt(d_v), dtype=dtype))
+
+    @property
+    def p(self) -> int:
+        return sum(n for _, n in self.blocks())
+
+    @property
+    def width(self) -> int:
+        return self.WQ.shape[0]
+
+    def blocks(self):
+        return [("Q", self.d_k * self.D), ("K", self.d_k * self.D), ("V", self.d_v * self.D),
+                ("v", self.d_v * self.n_outputs)]
+
+    def _split(self, W: Tensor) -> list[Tensor]:
+        """W (p, ...) -> [vec W^Q, vec W^K, vec W^V, vec R] along the first axis."""
+        return list(torch.split(W, [n for _, n in self.blocks()], dim=0))
+
+    def forward(self, inputs: tuple[Tensor, Tensor]) -> Tensor:
+        x, X = inputs
+        q = torch.einsum("hkd,md->mhk", self.WQ, x)
+        keys = torch.einsum("hkd,mdn->mhkn", self.WK, X)
+        attn = torch.softmax(torch.einsum("mhk,mhkn->mhn", q, keys) / math.sqrt(self.d_k), dim=-1)
+        heads = torch.einsum("hvd,mdn,mhn->mhv", self.WV, X, attn)
+        return torch.einsum("mhv,hvc->mc", heads, self.R)
+
+    def unit(self, w: Tensor, inputs: tuple[Tensor, Tensor]) -> Tensor:
+        x, X = inputs
+        q, k, v, r = self._split(w)
+        WQ, WK = unvec(q, self.d_k, self.D), unvec(k, self.d_k, self.D)
+        WV, R = unvec(v, self.d_v, self.D), unvec(r, self.d_v, self.n_outputs)
+        attn = torch.softmax(X.T @ (WK.T @ (WQ @ x)) / math.sqrt(self.d_k), dim=-1)
+        return R.T @ (WV @ (X @ attn))
+
+    def structure(self, inputs: tuple[Tensor, Tensor]) -> BlockBilinearForm:
+        x, X = inputs
+        start = 2 * self.d_k * self.D
+        stop = start + self.d_v * self.D
+        left = X.mean(-1)[:, None, None, :]
+        right = torch.eye(self.n_outputs, dtype=X.dtype, device=X.device)[None, :, None, :]
+        return BlockBilinearForm(self.p, (start, stop), (stop, self.p), left, right, q=self.d_v)
+
+    def params_from_unit_weights(self, W: Tensor) -> dict[str, Tensor]:
+        q, k, v, r = (t.T for t in self._split(W))
+        return {"WQ": unvec(q, self.d_k, self.D), "WK": unvec(k, self.d_k, self.D),
+                "WV": unvec(v, self.d_v, self.D), "R": unvec(r, self.d_v, self.n_outputs)}
+
+    def unit_weights(self) -> Tensor:
+        return torch.cat([vec(self.WQ), vec(self.WK), vec(self.WV), vec(self.R)], dim=1).T
+
+    def sample_inputs(self, m: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+        dtype = self.WQ.dtype
+        return (torch.randn(m, self.D, generator=gen, dtype=dtype),
+                torch.randn(m, self.D, self.seq_len, generator=gen, dtype=dtype))

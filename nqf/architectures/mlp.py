@@ -1,0 +1,65 @@
+"""Two-layer MLP without biases (Prop. 1, Eq. 5-6), with k outputs.
+
+f_c(x) = sum_i V[c, i] phi(u_i . x). Unit i is w_i = [u_i (D); v_i (k)] with v_i = V[:, i].
+A_c(x) = phi'(0)/2 [[0, x e_c^T], [e_c x^T, 0]]: the feedforward form with C = phi'(0) x e_c^T.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from nqf.architectures.activations import activation
+from nqf.architectures.base import UnitModule, gaussian, generator
+from nqf.factored import BlockBilinearForm
+
+Tensor = torch.Tensor
+
+
+class TwoLayerMLP(UnitModule):
+    """f(x) = V phi(U x); U (d x D) rows are the units' input weights, V (k x d) the readout."""
+
+    def __init__(self, D: int = 5, width: int = 4, n_outputs: int = 2, activation_name: str = "tanh",
+                 init_std: float = 1.0, seed: int | None = 0, dtype: torch.dtype = torch.float64):
+        super().__init__()
+        gen = generator(seed)
+        self.D, self.n_outputs, self.act = D, n_outputs, activation(activation_name)
+        self.U = torch.nn.Parameter(gaussian(gen, width, D, std=init_std / math.sqrt(D), dtype=dtype))
+        self.V = torch.nn.Parameter(gaussian(gen, n_outputs, width, std=init_std / math.sqrt(width), dtype=dtype))
+
+    @property
+    def p(self) -> int:
+        return self.D + self.n_outputs
+
+    @property
+    def width(self) -> int:
+        return self.U.shape[0]
+
+    @property
+    def z2(self) -> bool:
+        return self.act.odd
+
+    def blocks(self):
+        return [("u", self.D), ("v", self.n_outputs)]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.act.fn(x @ self.U.T) @ self.V.T
+
+    def unit(self, w: Tensor, x: Tensor) -> Tensor:
+        return w[self.D:] * self.act.fn(w[:self.D] @ x)
+
+    def structure(self, x: Tensor) -> BlockBilinearForm:
+        self.act.require_nqf("TwoLayerMLP.structure")
+        k = self.n_outputs
+        left = self.act.slope0 * x[:, None, None, :]
+        right = torch.eye(k, dtype=x.dtype, device=x.device)[None, :, None, :]
+        return BlockBilinearForm(self.p, (0, self.D), (self.D, self.p), left, right)
+
+    def params_from_unit_weights(self, W: Tensor) -> dict[str, Tensor]:
+        return {"U": W[:self.D].T, "V": W[self.D:]}
+
+    def unit_weights(self) -> Tensor:
+        return torch.cat([self.U.T, self.V], dim=0)
+
+    def sample_inputs(self, m: int, gen: torch.Generator) -> Tensor:
+        return torch.randn(m, self.D, generator=gen, dtype=self.U.dtype)

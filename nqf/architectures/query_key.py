@@ -1,0 +1,150 @@
+"""Attention with fixed readout: query-key-only heads (Prop. 3) and single-head logits (Prop. 4).
+
+Both read out through a fixed matrix Cr (D x k) (the paper's vector c for k = 1):
+f_c = Cr[:, c]^T X softmax(L). Expanding softmax(L) = 1/N + J_S(0) L + O(L^2) with
+J_S(0) = I/N - 1 1^T/N^2 gives X J_S(0) X^T = Sigma_X (the context covariance), hence
+u_c = Sigma_X Cr[:, c] and the second-order term u_c^T W^K^T W^Q x / sqrt(d_k). L is quadratic
+in the unit's weights, so f is even in them (Z2) and the error is O(|W|^4).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from nqf.architectures.base import UnitModule, gaussian, generator, unvec, vec
+from nqf.factored import BlockBilinearForm
+
+Tensor = torch.Tensor
+
+
+def context_covariance_readout(X: Tensor, readout: Tensor) -> Tensor:
+    """u_c = Sigma_X Cr[:, c] for contexts X (m, D, N): returns (m, k, D)."""
+    centred = X - X.mean(-1, keepdim=True)
+    sigma = centred @ centred.transpose(-1, -2) / X.shape[-1]
+    return torch.einsum("mde,ec->mcd", sigma, readout)
+
+
+class _FixedReadout(UnitModule):
+    def _init_common(self, D, n_outputs, seq_len, gen, dtype):
+        self.D, self.n_outputs, self.seq_len = D, n_outputs, seq_len
+        self.register_buffer("readout", gaussian(gen, D, n_outputs, dtype=dtype))
+
+    def sample_inputs(self, m: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+        dtype = self.readout.dtype
+        return (torch.randn(m, self.D, generator=gen, dtype=dtype),
+                torch.randn(m, self.D, self.seq_len, generator=gen, dtype=dtype))
+
+
+class QueryKeyAttention(_FixedReadout):
+    """Heads as units, each w_i = [vec W^Q_i; vec W^K_i] (column-major), p = 2 d_k D (Eq. 9-10).
+
+    A_c = 1/(2 sqrt d_k) [[0, x u_c^T (x) I_dk], [u_c x^T (x) I_dk, 0]]. Every head adds the
+    constant Cr^T x_avg at W = 0, so f(0) = d Cr^T x_avg is not zero.
+    """
+
+    def __init__(self, D: int = 4, d_k: int = 2, width: int = 2, n_outputs: int = 2, seq_len: int = 5,
+                 init_std: float = 1.0, seed: int | None = 0, dtype: torch.dtype = torch.float64):
+        super().__init__()
+        gen = generator(seed)
+        self._init_common(D, n_outputs, seq_len, gen, dtype)
+        self.d_k = d_k
+        s = init_std / math.sqrt(D)
+        self.WQ = torch.nn.Parameter(gaussian(gen, width, d_k, D, std=s, dtype=dtype))
+        self.WK = torch.nn.Parameter(gaussian(gen, width, d_k, D, std=s, dtype=dtype))
+
+    @property
+    def p(self) -> int:
+        return 2 * self.d_k * self.D
+
+    @property
+    def width(self) -> int:
+        return self.WQ.shape[0]
+
+    def blocks(self):
+        return [("Q", self.d_k * self.D), ("K", self.d_k * self.D)]
+
+    def forward(self, inputs: tuple[Tensor, Tensor]) -> Tensor:
+        x, X = inputs
+        q = torch.einsum("hkd,md->mhk", self.WQ, x)
+        keys = torch.einsum("hkd,mdn->mhkn", self.WK, X)
+        attn = torch.softmax(torch.einsum("mhk,mhkn->mhn", q, keys) / math.sqrt(self.d_k), dim=-1)
+        return torch.einsum("dc,mdn,mhn->mc", self.readout, X, attn)
+
+    def unit(self, w: Tensor, inputs: tuple[Tensor, Tensor]) -> Tensor:
+        x, X = inputs
+        n = self.d_k * self.D
+        WQ, WK = unvec(w[:n], self.d_k, self.D), unvec(w[n:], self.d_k, self.D)
+        attn = torch.softmax(X.T @ (WK.T @ (WQ @ x)) / math.sqrt(self.d_k), dim=-1)
+        return self.readout.T @ (X @ attn)
+
+    def structure(self, inputs: tuple[Tensor, Tensor]) -> BlockBilinearForm:
+        x, X = inputs
+        n = self.d_k * self.D
+        left = (x / math.sqrt(self.d_k))[:, None, None, :]
+        right = context_covariance_readout(X, self.readout)[:, :, None, :]
+        return BlockBilinearForm(self.p, (0, n), (n, 2 * n), left, right, q=self.d_k)
+
+    def params_from_unit_weights(self, W: Tensor) -> dict[str, Tensor]:
+        n = self.d_k * self.D
+        return {"WQ": unvec(W[:n].T, self.d_k, self.D), "WK": unvec(W[n:].T, self.d_k, self.D)}
+
+    def unit_weights(self) -> Tensor:
+        return torch.cat([vec(self.WQ), vec(self.WK)], dim=1).T
+
+
+class SingleHeadLogits(_FixedReadout):
+    """One head; the d_k rows (q_i, k_i) of W^Q, W^K are the units (Eq. 11-12), p = 2 D.
+
+    The layer is not a sum over units (the logits sum over rows inside one softmax), but it is
+    symmetric under permuting rows and has ZGZ. A = 1/(2 sqrt d_k) [[0, x u_c^T], [u_c x^T, 0]]
+    with the module's d_k in the 1/sqrt(d_k), also when ``unit`` switches on a single row.
+    """
+
+    additive = False
+
+    def __init__(self, D: int = 4, width: int = 3, n_outputs: int = 2, seq_len: int = 5,
+                 init_std: float = 1.0, seed: int | None = 0, dtype: torch.dtype = torch.float64):
+        super().__init__()
+        gen = generator(seed)
+        self._init_common(D, n_outputs, seq_len, gen, dtype)
+        s = init_std / math.sqrt(D)
+        self.WQ = torch.nn.Parameter(gaussian(gen, width, D, std=s, dtype=dtype))
+        self.WK = torch.nn.Parameter(gaussian(gen, width, D, std=s, dtype=dtype))
+
+    @property
+    def d_k(self) -> int:
+        return self.WQ.shape[0]
+
+    @property
+    def p(self) -> int:
+        return 2 * self.D
+
+    @property
+    def width(self) -> int:
+        return self.d_k
+
+    def blocks(self):
+        return [("q", self.D), ("k", self.D)]
+
+    def forward(self, inputs: tuple[Tensor, Tensor]) -> Tensor:
+        x, X = inputs
+        logits = torch.einsum("mdn,kd,ke,me->mn", X, self.WK, self.WQ, x) / math.sqrt(self.d_k)
+        return torch.einsum("dc,mdn,mn->mc", self.readout, X, torch.softmax(logits, dim=-1))
+
+    def unit(self, w: Tensor, inputs: tuple[Tensor, Tensor]) -> Tensor:
+        x, X = inputs
+        logits = (X.T @ w[self.D:]) * (w[:self.D] @ x) / math.sqrt(self.d_k)
+        return self.readout.T @ (X @ torch.softmax(logits, dim=-1))
+
+    def structure(self, inputs: tuple[Tensor, Tensor]) -> BlockBilinearForm:
+        x, X = inputs
+        left = (x / math.sqrt(self.d_k))[:, None, None, :]
+        right = context_covariance_readout(X, self.readout)[:, :, None, :]
+        return BlockBilinearForm(self.p, (0, self.D), (self.D, 2 * self.D), left, right)
+
+    def params_from_unit_weights(self, W: Tensor) -> dict[str, Tensor]:
+        return {"WQ": W[:self.D].T, "WK": W[self.D:].T}
+
+    def unit_weights(self) -> Tensor:
+        return torch.cat([self.WQ.T, self.WK.T], dim=0)

@@ -1,0 +1,274 @@
+"""The quadratic models of Table 3, each as an exact NQF with its unit function and factored A.
+
+These models are quadratic in their weights already, so f = Tr[W W^T A(x)] holds exactly and the
+registry marks them ``exact``. Each class gives the natural parameters as W (p x d), the unit
+function (for autograd), and A(x) in factored form. Where the paper's neurons are the rows of
+its W (tied query-key, linear SSL) our W is its transpose, so that M = W W^T throughout.
+Scalar outputs (k = 1) throughout.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch.func import vmap
+
+from nqf.architectures.base import UnitModule, gaussian, generator
+from nqf.architectures.query_key import context_covariance_readout
+from nqf.factored import BlockBilinearForm, LowRankSymmetricForm
+from nqf.forms import DiagonalForm, StructureForm
+
+Tensor = torch.Tensor
+
+
+class QuadraticUnitModel(UnitModule):
+    """f(x) = sum_i unit(w_i, x) with W (p x d) as the parameter; subclasses give unit and A."""
+
+    n_outputs = 1
+
+    def __init__(self, p: int, width: int, seed: int | None, dtype: torch.dtype, init_std: float = 1.0):
+        super().__init__()
+        self._p = p
+        self.W = torch.nn.Parameter(gaussian(generator(seed), p, width, std=init_std / math.sqrt(p), dtype=dtype))
+
+    @property
+    def p(self) -> int:
+        return self._p
+
+    @property
+    def width(self) -> int:
+        return self.W.shape[1]
+
+    def forward(self, x: Any) -> Tensor:
+        per_unit = vmap(vmap(self.unit, in_dims=(0, None)), in_dims=(None, 0))(self.W.T, x)
+        return per_unit.sum(1)
+
+    def params_from_unit_weights(self, W: Tensor) -> dict[str, Tensor]:
+        return {"W": W}
+
+    def unit_weights(self) -> Tensor:
+        return self.W
+
+    def _randn(self, gen, *shape):
+        return torch.randn(*shape, generator=gen, dtype=self.W.dtype)
+
+
+def _eye_rows(n: int, like: Tensor) -> Tensor:
+    """Factor a_r = e_r (r = 1..n) shared by all samples: C = sum_r e_r S[r, :]^T = S."""
+    return torch.eye(n, dtype=like.dtype, device=like.device)[None, None]
+
+
+class PhaseRetrieval(QuadraticUnitModel):
+    """Quadratic network / phase retrieval: f = sum_i (w_i . a)^2, A = a a^T."""
+
+    def __init__(self, D: int = 5, width: int = 3, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(D, width, seed, dtype)
+
+    def blocks(self):
+        return [("w", self.p)]
+
+    def unit(self, w, x):
+        return (w @ x)[None] ** 2
+
+    def structure(self, x) -> StructureForm:
+        return LowRankSymmetricForm(x)
+
+    def sample_inputs(self, m, gen):
+        return self._randn(gen, m, self.p)
+
+
+class DiagonalNet(QuadraticUnitModel):
+    """Diagonal linear network, square parametrisation: f = sum_k x_k u_k^2 / 4, A = Diag(x) / 4."""
+
+    def __init__(self, D: int = 5, width: int = 1, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(D, width, seed, dtype)
+
+    def blocks(self):
+        return [("u", self.p)]
+
+    def unit(self, w, x):
+        return (x * w * w).sum()[None] / 4
+
+    def structure(self, x) -> StructureForm:
+        return DiagonalForm(x / 4)
+
+    def sample_inputs(self, m, gen):
+        return self._randn(gen, m, self.p)
+
+
+class DiagonalNetTwoFactor(QuadraticUnitModel):
+    """Diagonal network, two-factor signed form: f = u^T Diag(x) v, A = 1/2 [[0, Diag x], [Diag x, 0]]."""
+
+    def __init__(self, D: int = 4, width: int = 1, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(2 * D, width, seed, dtype)
+        self.D = D
+
+    def blocks(self):
+        return [("u", self.D), ("v", self.D)]
+
+    def unit(self, w, x):
+        return (w[:self.D] * x * w[self.D:]).sum()[None]
+
+    def structure(self, x) -> StructureForm:
+        one = torch.ones(1, 1, 1, 1, dtype=x.dtype, device=x.device)
+        return BlockBilinearForm(self.p, (0, self.D), (self.D, self.p), one, one,
+                                 scale=x[:, None, None, :], q=self.D)
+
+    def sample_inputs(self, m, gen):
+        return self._randn(gen, m, self.D)
+
+
+class MatrixSensing(QuadraticUnitModel):
+    """PSD matrix sensing / factorisation: y = <S, W W^T>, A = Sym(S) (S need not be symmetric)."""
+
+    def __init__(self, n: int = 4, width: int = 2, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(n, width, seed, dtype)
+
+    def blocks(self):
+        return [("w", self.p)]
+
+    def unit(self, w, x):
+        return (w @ x @ w)[None]
+
+    def structure(self, x) -> StructureForm:
+        return BlockBilinearForm(self.p, (0, self.p), (0, self.p), _eye_rows(self.p, x), x[:, None])
+
+    def sample_inputs(self, m, gen):
+        return self._randn(gen, m, self.p, self.p)
+
+
+class RectangularSensing(QuadraticUnitModel):
+    """Rectangular sensing / matrix factorisation: y = <S, U V^T> = Tr(U^T S V), A = 1/2 [[0, S], [S^T, 0]].
+
+    Unit i is [u_i (n_out); v_i (n_in)], the i-th columns of U and V.
+    """
+
+    def __init__(self, n_out: int = 3, n_in: int = 4, width: int = 2, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(n_out + n_in, width, seed, dtype)
+        self.n_out, self.n_in = n_out, n_in
+
+    def blocks(self):
+        return [("u", self.n_out), ("v", self.n_in)]
+
+    def unit(self, w, x):
+        return (w[:self.n_out] @ x @ w[self.n_out:])[None]
+
+    def structure(self, x) -> StructureForm:
+        return BlockBilinearForm(self.p, (0, self.n_out), (self.n_out, self.p),
+                                 _eye_rows(self.n_out, x), x[:, None])
+
+    def sample_inputs(self, m, gen):
+        return self._randn(gen, m, self.n_out, self.n_in)
+
+
+class MatrixCompletion(QuadraticUnitModel):
+    """Matrix completion / recommender entry R_ij = u_i^T v_j (also the word-context score s_wc = u_w^T v_c).
+
+    Unit r is [U[:, r] (n_rows); V[:, r] (n_cols)]; an input is the pair of one-hot vectors
+    (e_i, e_j), so A_ij = 1/2 [[0, e_i e_j^T], [e_j e_i^T, 0]] (rank one, stored as e_i and e_j).
+    """
+
+    def __init__(self, n_rows: int = 4, n_cols: int = 3, width: int = 2, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(n_rows + n_cols, width, seed, dtype)
+        self.n_rows, self.n_cols = n_rows, n_cols
+
+    def blocks(self):
+        return [("u", self.n_rows), ("v", self.n_cols)]
+
+    def unit(self, w, x):
+        e_i, e_j = x
+        return ((w[:self.n_rows] @ e_i) * (w[self.n_rows:] @ e_j))[None]
+
+    def structure(self, x) -> StructureForm:
+        e_i, e_j = x
+        return BlockBilinearForm(self.p, (0, self.n_rows), (self.n_rows, self.p),
+                                 e_i[:, None, None, :], e_j[:, None, None, :])
+
+    def sample_inputs(self, m, gen):
+        i = torch.randint(self.n_rows, (m,), generator=gen)
+        j = torch.randint(self.n_cols, (m,), generator=gen)
+        eye_r = torch.eye(self.n_rows, dtype=self.W.dtype)
+        eye_c = torch.eye(self.n_cols, dtype=self.W.dtype)
+        return eye_r[i], eye_c[j]
+
+
+class TiedQueryKey(QuadraticUnitModel):
+    """Tied query-key attention score u^T W_t^T W_t x / sqrt(d_k), u = Sigma_X c (Table 3).
+
+    The neurons are the d_k rows of the paper's W_t, i.e. our columns w_i (D); inputs (x, X) with a
+    fixed readout c. A = (x u^T + u x^T) / (2 sqrt d_k), with d_k = width.
+    """
+
+    def __init__(self, D: int = 4, width: int = 2, seq_len: int = 5, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(D, width, seed, dtype)
+        self.seq_len = seq_len
+        self.register_buffer("readout", gaussian(generator((seed or 0) + 1), D, 1, dtype=dtype))
+
+    def blocks(self):
+        return [("w", self.p)]
+
+    def _u(self, X):
+        return context_covariance_readout(X, self.readout)[..., 0, :]
+
+    def unit(self, w, x):
+        query, X = x
+        return ((self._u(X[None])[0] @ w) * (w @ query))[None] / math.sqrt(self.width)
+
+    def structure(self, x) -> StructureForm:
+        query, X = x
+        left = (query / math.sqrt(self.width))[:, None, None, :]
+        return BlockBilinearForm(self.p, (0, self.p), (0, self.p), left, self._u(X)[:, None, None, :])
+
+    def sample_inputs(self, m, gen):
+        return self._randn(gen, m, self.p), self._randn(gen, m, self.p, self.seq_len)
+
+
+class BilinearSequence(QuadraticUnitModel):
+    """Bilinear sequence regression: a token pair (x_s, x_t) scored x_s^T U V^T x_t.
+
+    Unit i is [u_i; v_i] (columns of U, V); A_st = 1/2 [[0, x_s x_t^T], [x_t x_s^T, 0]].
+    """
+
+    def __init__(self, D: int = 4, width: int = 2, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(2 * D, width, seed, dtype)
+        self.D = D
+
+    def blocks(self):
+        return [("u", self.D), ("v", self.D)]
+
+    def unit(self, w, x):
+        xs, xt = x
+        return ((w[:self.D] @ xs) * (w[self.D:] @ xt))[None]
+
+    def structure(self, x) -> StructureForm:
+        xs, xt = x
+        return BlockBilinearForm(self.p, (0, self.D), (self.D, self.p), xs[:, None, None, :], xt[:, None, None, :])
+
+    def sample_inputs(self, m, gen):
+        return self._randn(gen, m, self.D), self._randn(gen, m, self.D)
+
+
+class LinearSSL(QuadraticUnitModel):
+    """Linear self-supervised learning: |W_t Delta|^2 = Tr(W_t^T W_t Delta Delta^T), Delta = x - chi.
+
+    The neurons are the rows of the paper's W_t (our columns); an input is the pair of views
+    (x, chi); A = Delta Delta^T.
+    """
+
+    def __init__(self, D: int = 5, width: int = 2, seed: int | None = 0, dtype=torch.float64):
+        super().__init__(D, width, seed, dtype)
+
+    def blocks(self):
+        return [("w", self.p)]
+
+    def unit(self, w, x):
+        view, other = x
+        return (w @ (view - other))[None] ** 2
+
+    def structure(self, x) -> StructureForm:
+        view, other = x
+        return LowRankSymmetricForm(view - other)
+
+    def sample_inputs(self, m, gen):
+        return self._randn(gen, m, self.p), self._randn(gen, m, self.p)

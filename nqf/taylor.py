@@ -1,0 +1,273 @@
+"""A(x) of any unit function by automatic differentiation, with the checks Theorem 1 needs.
+
+``structure_matrix(unit, x, p)`` returns A(x) = (1/2) Hessian at w = 0 of ``unit(w, x)``, the
+output of a layer with one unit switched on (weights w, length p) and the others at zero.
+``expansion(unit, x, p)`` returns the whole second-order picture: f(0), the gradient g(x), A(x)
+and the per-unit Z2 symmetry that decides the size of the error.
+
+Theorem 1 has three hypotheses; each is checked instead of assumed:
+* smoothness (C^3 at 0): a kink such as ReLU's makes the autograd Hessian at exactly 0 a
+  convention (ReLU'(0) := 0), not a derivative; such units are refused (``NotSmoothError``);
+* ZGZ (zero gradient at zero): a non-zero g(x) (sigmoid, phi(0) = 1/2) adds g^T mu and
+  mu^T B mu to the form (Eq. 20) and the pure NQF does not apply; this is warned about
+  (``ZGZWarning``) and g is returned, never dropped;
+* permutation symmetry is structural (the caller passes one unit's function) and is not tested.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.func import hessian, jacrev, jvp, vmap
+from torch.utils._pytree import tree_flatten, tree_map
+
+Tensor = torch.Tensor
+UnitFunction = Callable[[Tensor, Any], Tensor]
+
+
+class NotSmoothError(ValueError):
+    """The unit function is not three times continuously differentiable at w = 0."""
+
+
+class ZGZWarning(UserWarning):
+    """The gradient at w = 0 does not vanish: the pure NQF f(0) + Tr[W W^T A] does not apply."""
+
+
+def _cast(x: Any, dtype: torch.dtype, device) -> Any:
+    """Floating tensors of an input (tensor or nested tuple/list/dict) to dtype/device."""
+    def one(t):
+        if isinstance(t, Tensor):
+            return t.to(dtype=dtype if t.is_floating_point() else t.dtype, device=device or t.device)
+        return t
+    return tree_map(one, x)
+
+
+def _sample(x: Any, index: int) -> Any:
+    return tree_map(lambda t: t[index] if isinstance(t, Tensor) else t, x)
+
+
+def _batch_size(x: Any) -> int:
+    leaves = [t for t in tree_flatten(x)[0] if isinstance(t, Tensor)]
+    if not leaves:
+        raise ValueError("batched=True needs x to contain tensors with a leading sample axis.")
+    return leaves[0].shape[0]
+
+
+def _derivatives(unit: UnitFunction, x: Any, direction: Tensor, t: float) -> list[Tensor]:
+    """d^j/dt^j unit(t r, x) for j = 1, 2, 3 at one t: three nested forward-mode passes (8 evaluations)."""
+    one = torch.ones((), dtype=direction.dtype, device=direction.device)
+
+    def order1(s):
+        return jvp(lambda u: unit(u * direction, x), (s,), (one,))
+
+    def order2(s):
+        (g, g1), (_, g2) = jvp(order1, (s,), (one,))
+        return g1, g2
+
+    (g1, g2), (_, g3) = jvp(order2, (one * t,), (one,))
+    return [g1, g2, g3]
+
+
+def check_smooth(unit: UnitFunction, x: Any, p: int, *, n_directions: int = 3, delta: float = 1e-3,
+                 shrink: float = 1e-3, seed: int = 0, dtype: torch.dtype = torch.float64,
+                 device=None) -> None:
+    """Raise NotSmoothError unless unit(., x) looks C^3 at w = 0.
+
+    Principle: along a line w = t r, a C^3 function has derivatives of order 1-3 that are
+    continuous at t = 0, so |g^(j)(+-t) - g^(j)(0)| -> 0 as t -> 0 (linearly for analytic units).
+    A kink leaves a gap that does not shrink: for ReLU the second derivative jumps from 0 (the
+    autograd convention at 0) to 2 v relu(u.x) on either side. The gap is measured at t = delta
+    and t = delta * shrink along ``n_directions`` random unit directions; the unit is refused when
+    the small-t gap is not below 10% of the large-t gap (a C^3 unit gives about ``shrink`` times it)
+    and above rounding (1e-8 of the derivative's size). The probe sees kinks at scales above
+    delta * shrink in parameter space; a unit whose curvature changes faster than that
+    (e.g. tanh(1e9 z)) is out of its reach.
+    """
+    x = _cast(x, dtype, device)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(n_directions):
+        r = torch.randn(p, generator=gen, dtype=dtype)
+        r = (r / r.norm()).to(device=device)
+        at0 = _derivatives(unit, x, r, 0.0)
+        far, near = (_continuity_gaps(unit, x, r, t, at0) for t in (delta, delta * shrink))
+        for order, ((big, size_far), (small, size_near)) in enumerate(zip(far, near), start=1):
+            if small > 0.1 * big and small > 1e-8 * max(size_far, size_near):
+                raise NotSmoothError(
+                    f"unit function is not C^3 at w = 0 (Theorem 1 needs three continuous "
+                    f"derivatives): along a random direction r its derivative of order {order} in t "
+                    f"differs between t = 0 and t = +-{delta * shrink:g} by {small:.3g}, and the gap "
+                    f"does not shrink as t -> 0 (it was {big:.3g} at t = +-{delta:g}). A kink at 0 "
+                    f"(ReLU, abs, leaky ReLU) makes the Hessian at 0 a convention, not a derivative; "
+                    f"use a smooth activation (tanh, GELU, SiLU) or expand around a point where the "
+                    f"unit is smooth.")
+
+
+def _continuity_gaps(unit: UnitFunction, x: Any, r: Tensor, t: float, at0: list[Tensor]) -> list[tuple[float, float]]:
+    """Per order j = 1..3: (max |g^(j)(+-t) - g^(j)(0)|, largest |g^(j)| seen) along w = t r."""
+    plus, minus = _derivatives(unit, x, r, t), _derivatives(unit, x, r, -t)
+    out = []
+    for zero, a, b in zip(at0, plus, minus):
+        gap = max(float((a - zero).abs().max()), float((b - zero).abs().max()))
+        size = max(float(zero.abs().max()), float(a.abs().max()), float(b.abs().max()))
+        out.append((gap, size))
+    return out
+
+
+def _gradient_and_hessian(unit: UnitFunction, x: Any, p: int, batched: bool, dtype, device):
+    w0 = torch.zeros(p, dtype=dtype, device=device)
+    f0 = lambda xx: unit(w0, xx)  # noqa: E731
+    g = lambda xx: jacrev(unit)(w0, xx)  # noqa: E731
+    H = lambda xx: hessian(unit)(w0, xx)  # noqa: E731
+    if batched:
+        f0, g, H = vmap(f0), vmap(g), vmap(H)
+    return f0(x), g(x), H(x)
+
+
+def _zgz_warning(g: Tensor, scale: float) -> str | None:
+    gmax = float(g.abs().max()) if g.numel() else 0.0
+    if gmax <= 1e-12 * max(1.0, scale):
+        return None
+    return (f"ZGZ fails: the gradient g(x) of the unit at w = 0 is not zero (max |g| = {gmax:.3g}), "
+            f"e.g. an activation with phi(0) != 0 such as the sigmoid. The pure NQF "
+            f"f = f(0) + Tr[W W^T A(x)] does not apply; the general form (Eq. 20) adds g(x)^T mu + "
+            f"mu^T B(x) mu with mu = sum_i w_i. Use nqf.expansion(...) to get g(x).")
+
+
+def _smoothness_samples(x: Any, batched: bool, max_samples: int):
+    if not batched:
+        return [x]
+    return [_sample(x, i) for i in range(min(_batch_size(x), max_samples))]
+
+
+def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = False,
+                     dtype: torch.dtype = torch.float64, device=None, check: bool = True,
+                     max_check_samples: int = 2) -> Tensor:
+    """A(x) = (1/2) Hessian of ``unit(w, x)`` in w at w = 0, by torch.func.
+
+    ``unit(w, x)`` is the layer's output with one unit of weights w (a flat vector of length p)
+    and every other unit at zero, for one input x (a tensor or a tuple of tensors, e.g. a query
+    token and its context). It returns a scalar or a vector of k outputs; A then has shape (p, p)
+    or (k, p, p). With ``batched=True`` every tensor in x carries a leading sample axis and A
+    gains it in front: (m, p, p) or (m, k, p, p).
+
+    With ``check`` (default) the unit is first probed for smoothness at 0 (NotSmoothError if it
+    has a kink, see check_smooth) on up to ``max_check_samples`` inputs, and a ZGZWarning is
+    issued when the gradient at 0 does not vanish. The Hessian costs about p reverse passes: this
+    is the verification path and the path for user-supplied units; the architectures in
+    nqf.architectures provide A in factored form for use at scale.
+    """
+    x = _cast(x, dtype, device)
+    if check:
+        for xx in _smoothness_samples(x, batched, max_check_samples):
+            check_smooth(unit, xx, p, dtype=dtype, device=device)
+    f0, g, H = _gradient_and_hessian(unit, x, p, batched, dtype, device)
+    A = 0.5 * H
+    A = 0.5 * (A + A.transpose(-1, -2))
+    if check:
+        message = _zgz_warning(g, float(A.abs().max()) if A.numel() else 0.0)
+        if message:
+            warnings.warn(message, ZGZWarning, stacklevel=2)
+    return A
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """f(w) = f0 + g^T w + w^T A w + O(|w|^3), or O(|w|^4) when ``z2_symmetric``, for one unit.
+
+    ``z2_symmetric``: f(w) - g^T w is even in w (the per-unit sign symmetry when ZGZ holds);
+    ``odd``: f(w) - f0 is odd in w, so A = 0 and the unit starts at cubic order.
+
+    For a layer of d such units the quadratic part sums to Tr[W W^T A] when ZGZ holds (Theorem 1);
+    when it fails the layer also has g^T mu and mu^T B mu (Eq. 20), where B comes from cross-unit
+    second derivatives that one unit's function cannot reveal (B = 0 for layers that are a plain
+    sum over units, such as the MLP).
+    """
+
+    f0: Tensor
+    g: Tensor
+    A: Tensor
+    zgz_holds: bool
+    z2_symmetric: bool
+    odd: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def error_order(self) -> int:
+        """Order of the first neglected term in |W|: 4 with the Z2 symmetry, else 3."""
+        return 4 if self.z2_symmetric else 3
+
+    def quadratic(self, w: Tensor) -> Tensor:
+        """The second-order model f0 + g.w + w^T A w of one unit (single input)."""
+        return self.f0 + self.g @ w + torch.einsum("...pq,p,q->...", self.A, w, w)
+
+
+def z2_symmetry(unit: UnitFunction, x: Any, p: int, *, trials: int = 3, seed: int = 1,
+                dtype: torch.dtype = torch.float64, device=None) -> tuple[bool, bool]:
+    """(even, odd) at random w: is h(w) = unit(w) - g.w even, h(-w) = h(w)? is unit - f0 odd?
+
+    Even is the per-unit Z2 symmetry unit(-w) = unit(w) whenever ZGZ holds (g = 0); with g != 0
+    (sigmoid) it still says that every odd order from the cubic on vanishes. Either way the
+    error of the second-order model is O(|w|^4) instead of O(|w|^3). Odd means every even order
+    vanishes, A included. The test points have |w| = 1, where a unit without the symmetry
+    differs from its reflection by O(1), far above the 1e-9 relative tolerance.
+    """
+    x = _cast(x, dtype, device)
+    gen = torch.Generator().manual_seed(seed)
+    w0 = torch.zeros(p, dtype=dtype, device=device)
+    f0, g = unit(w0, x), jacrev(unit)(w0, x)
+    even = odd = True
+    for _ in range(trials):
+        w = torch.randn(p, generator=gen, dtype=dtype)
+        w = (w / w.norm()).to(device=device)
+        plus, minus, linear = unit(w, x), unit(-w, x), g @ w
+        size = torch.stack([plus.abs().max(), minus.abs().max(), f0.abs().max(), linear.abs().max()]).max()
+        tol = 1e-9 * float(size) + 1e-300
+        even &= float((plus - minus - 2 * linear).abs().max()) <= tol
+        odd &= float((plus + minus - 2 * f0).abs().max()) <= tol
+    return bool(even), bool(odd)
+
+
+def expansion(unit: UnitFunction, x: Any, p: int, *, batched: bool = False,
+              dtype: torch.dtype = torch.float64, device=None, max_check_samples: int = 2) -> Expansion:
+    """f(0), g(x), A(x) and the symmetry checks for ``unit(w, x)`` (see structure_matrix).
+
+    Shapes: f0 (k,) or (), g (k, p) or (p,), A (k, p, p) or (p, p), with a leading sample axis when
+    ``batched``. Raises NotSmoothError for units with a kink at 0; warns (ZGZWarning) and records
+    a note when g does not vanish. The Z2 test is run on up to ``max_check_samples`` inputs and
+    holds only if it holds on all of them.
+    """
+    x = _cast(x, dtype, device)
+    samples = _smoothness_samples(x, batched, max_check_samples)
+    for xx in samples:
+        check_smooth(unit, xx, p, dtype=dtype, device=device)
+    f0, g, H = _gradient_and_hessian(unit, x, p, batched, dtype, device)
+    A = 0.25 * (H + H.transpose(-1, -2))
+    notes = []
+    message = _zgz_warning(g, float(A.abs().max()) if A.numel() else 0.0)
+    if message:
+        warnings.warn(message, ZGZWarning, stacklevel=2)
+        notes.append(message)
+    sym = [z2_symmetry(unit, xx, p, dtype=dtype, device=device) for xx in samples]
+    even, odd = all(s[0] for s in sym), all(s[1] for s in sym)
+    if even:
+        notes.append("Z2: unit(w) - g.w is even in w (unit(-w) = unit(w) when ZGZ holds), so the odd "
+                     "orders from the cubic on vanish and the error is O(|W|^4); with ZGZ, "
+                     "phi * (f(phi^-1/2 W) - f(0)) reaches Tr[W W^T A] at rate 1/phi.")
+    else:
+        notes.append("no Z2 symmetry: the NQF error is O(|W|^3); phi * (f(phi^-1/2 W) - f(0)) "
+                     "reaches Tr[W W^T A] at rate phi^-1/2.")
+    if odd:
+        notes.append("unit is odd in w: every even order vanishes, A(x) = 0 included; the leading "
+                     "term is cubic and the NQF of this unit is trivial.")
+    return Expansion(f0=f0, g=g, A=A, zgz_holds=message is None, z2_symmetric=even, odd=odd,
+                     notes=tuple(notes))
+
+
+def convergence_errors(module_fn: Callable[[Tensor], Tensor], W: Tensor, nqf_value: Tensor,
+                       phis) -> list[float]:
+    """max |phi (f(phi^-1/2 W) - f(0)) - Tr[W W^T A]| for each phi (Eq. 3), f evaluated by module_fn."""
+    f0 = module_fn(torch.zeros_like(W))
+    return [float((phi * (module_fn(W / math.sqrt(phi)) - f0) - nqf_value).abs().max()) for phi in phis]

@@ -19,3 +19,15 @@ from nqf import architectures  # noqa: E402,F401
 from nqf.taylor import Expansion, NotSmoothError, ZGZWarning, expansion, structure_matrix  # noqa: E402,F401
 
 __all__ += ["Expansion", "NotSmoothError", "ZGZWarning", "architectures", "expansion", "structure_matrix"]
+from nqf.closed_forms import ScalarFlow, corollary4, theorem4, theorem5, theorem7, theorem16  # noqa: E402
+from nqf.ignition import mode_ignition_times, predicted_seed_scatter  # noqa: E402
+from nqf.mflow import SecondMoment, mflow  # noqa: E402
+from nqf.recursions import discrete_flow, sgd_moments  # noqa: E402
+from nqf.solutions import Solution, integrate_glv, predict  # noqa: E402
+from nqf.staircase import Staircase, staircase, staircase_from_init  # noqa: E402
+
+__all__ += [
+    "ScalarFlow", "SecondMoment", "Solution", "Staircase", "corollary4", "discrete_flow",
+    "integrate_glv", "mflow", "mode_ignition_times", "predict", "predicted_seed_scatter",
+    "sgd_moments", "staircase", "staircase_from_init", "theorem4", "theorem5", "theorem7", "theorem16",
+]

@@ -68,3 +68,39 @@ def predicted_ignition_times(zeta, C_k, eps, *, c=1.0, a: float = 1.0, rho: floa
     out[grow & ~ok] = np.nan
     out[ok & (val < 0)] = np.nan
     return out
+
+
+def predicted_seed_scatter(zeta, d: int, *, a: float = 1.0) -> np.ndarray:
+    """Std over seeds of ignition times for Gaussian init with d units (beyond the paper).
+
+    With W0 entries N(0, sigma^2), each mode amplitude z_k0 = (P^T W0 W0^T P)_kk is sigma^2 times a
+    chi-square with d degrees of freedom, whose logarithm has variance psi'(d/2) (trigamma). Since
+    t*_k = (ln(1/z_k0) + const) / (a zeta_k) for small init, std(t*_k) = sqrt(psi'(d/2)) / (a zeta_k).
+    Modes with zeta_k <= 0 never ignite and give inf.
+    """
+    from scipy.special import polygamma
+
+    if d < 1:
+        raise ValueError(f"d (the number of units) must be at least 1; got {d}.")
+    zeta = np.asarray(zeta, float)
+    spread = float(np.sqrt(polygamma(1, d / 2.0)))
+    with np.errstate(divide="ignore"):
+        return np.where(zeta > 0, spread / (a * np.where(zeta > 0, zeta, 1.0)), np.inf)
+
+
+def mode_ignition_times(t, M, basis=None, *, rho: float = 0.5, saturation=None) -> np.ndarray:
+    """Ignition times measured from any trajectory of M = W W^T (shape (..., T, p, p), time axis -3).
+
+    With a ``basis`` P (e.g. the shared eigenbasis of Assumption 1) the modes are
+    z_k = (P^T M P)_kk; without one they are the eigenvalues of M(t) in decreasing order, which
+    needs no structure at all (the k-th largest eigenvalue switches on at the k-th ignition).
+    Leading axes (seeds) are kept: returns (..., K).
+    """
+    M = np.asarray(M, float)
+    if basis is not None:
+        P = np.asarray(basis, float)
+        z = np.einsum("pk,...pq,qk->...k", P, M, P)
+    else:
+        z = np.linalg.eigvalsh((M + np.swapaxes(M, -1, -2)) / 2)[..., ::-1]
+    z = np.moveaxis(z, -2, 0)  # time first, as ignition_times expects
+    return ignition_times(t, z, rho=rho, saturation=saturation)

@@ -133,3 +133,20 @@ def test_min_loss_is_the_nonnegative_least_squares_value():
     assert np.all(z >= 0)
     grid = np.stack(np.meshgrid(np.linspace(0, 2, 401), np.linspace(0, 2, 401)), -1).reshape(-1, 2)
     assert value <= lv.loss(grid).min() + 1e-12
+
+
+def test_structure_file_stores_the_second_moment_operator():
+    """K(X) = (4/m) sum <A_mu, X> A_mu, rebuilt from the stored compact form, equals the definition."""
+    from nqf.experiments.common import structure_dataset
+    from nqf.mflow import svec, unsvec
+    P, lam, A = commuting_dense(m=3, p=4)  # m = 3 < s/2 = 5: stored as a factor
+    y = np.array([1.0, -0.5, 2.0])
+    ds, _ = structure_dataset(nqf.DenseForm(torch.as_tensor(A)), y)
+    X = np.random.default_rng(5).standard_normal((4, 4))
+    X = X + X.T
+    K_def = 4 / 3 * np.einsum("m,mpq->pq", np.einsum("mpq,pq->m", A, X), A)
+    F = ds["K_factor"].values
+    assert np.allclose(unsvec(F @ (F.T @ svec(X)), 4), K_def, atol=1e-12)
+    assert np.allclose(ds["Y"].values, 4 / 3 * np.einsum("m,mpq->pq", y, A), atol=1e-12)
+    diag, _ = structure_dataset(nqf.DiagonalForm(torch.as_tensor(lam)), y)
+    assert np.allclose(diag["K_diag"].values, 4 / 3 * lam.T @ lam, atol=1e-12)

@@ -63,6 +63,33 @@ def data_rank(form: StructureForm, rtol: float = 1e-10) -> int:
     return int((eig > rtol * max(eig.abs().max().item(), 1e-300)).sum())
 
 
+def second_moment_dataset(form: StructureForm, y) -> xr.Dataset:
+    """The second-moment operator K(X) = (4/m) sum <A_mu, X> A_mu in its compact form.
+
+    Diagonal data: K acts on diag(X) as the (p, p) matrix ``K_diag``. Otherwise K acts on
+    symmetric matrices in orthonormal svec coordinates (upper triangle, row-major, off-diagonal
+    entries times sqrt 2) as ``K_svec`` or, when its rank is small, as ``K_factor`` F with K = F F^T.
+    Data too large for one pass in memory get an explanatory attribute instead.
+    """
+    from nqf.mflow import SecondMoment
+
+    try:
+        sm = SecondMoment.from_form(form, y)
+    except ValueError as exc:
+        return xr.Dataset(attrs={"second_moment": f"not stored: {exc}"})
+    if sm.diagonal:
+        return xr.Dataset({"K_diag": (("param", "param_j"), sm.kmat, {
+            "units": "1", "long_name": "second-moment operator on diagonals: diag K(X) = K_diag @ diag(X)"})})
+    convention = "svec: upper triangle of X, row-major, off-diagonal entries times sqrt(2)"
+    if sm.factor is not None:
+        return xr.Dataset({"K_factor": (("svec", "rank"), sm.factor, {
+            "units": "1", "long_name": "factor F of the second-moment operator, K = F F^T",
+            "coordinates_convention": convention})})
+    return xr.Dataset({"K_svec": (("svec", "svec_j"), sm.kmat, {
+        "units": "1", "long_name": "second-moment operator K in svec coordinates",
+        "coordinates_convention": convention})})
+
+
 def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra]:
     """The statistics the theory needs: Y, Lotka-Volterra r and C, the shared-basis residuals."""
     lv = LotkaVolterra.from_data(form, y)
@@ -87,6 +114,7 @@ def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra
         "units": "1", "long_name": "max_mu |offdiag(P^T A_mu P)|_F / |A_mu|_F"})
     ds["min_loss"] = ((), loss_min, {"units": "1", "long_name": "smallest loss reachable with z >= 0"})
     ds["C_is_diagonal"] = ((), lv.is_diagonal, {"long_name": "C is diagonal (Theorem 6 applies)"})
+    ds = ds.merge(second_moment_dataset(form, lv.y))
     ds["k_V"] = ((), data_rank(form), {
         "long_name": "Theorem 3 rank: dim span of all columns of all A_mu (width k_V + 1 suffices)"})
     return ds, lv

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from nqf.experiments import featurewise, samplewise
+from nqf.experiments import competition, featurewise, samplewise
 
-KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise)}
+KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise, competition)}
 STAGES = ("data", "train", "theory", "fit", "figure")
 
 
@@ -34,6 +34,15 @@ def stage_config(exp_cfg: dict, stage: str) -> dict:
         raise ValueError(f"Unknown stage {stage!r}; stages: {', '.join(STAGES)}.")
     keys = kind_of(exp_cfg).STAGE_KEYS.get(stage, ())
     return {"kind": exp_cfg["kind"], **{k: exp_cfg[k] for k in keys}}
+
+
+def run_config(exp_cfg: dict, run: str) -> dict:
+    """The config one training run reads: a kind may narrow it to that run (``run_config``), so
+    adding a seed or an eps value leaves the existing runs' params, and files, untouched."""
+    kind = kind_of(exp_cfg)
+    if hasattr(kind, "run_config"):
+        return {"kind": exp_cfg["kind"], **kind.run_config(exp_cfg, run)}
+    return stage_config(exp_cfg, "train")
 
 
 def run_ids(exp_cfg: dict) -> list[str]:

@@ -139,6 +139,9 @@ class Claim:
     tolerance: float
     note: str = ""
     relative: bool = True
+    # "close": |measured - predicted| (relative unless relative=False) <= tolerance;
+    # "at_most" / "at_least": measured <= / >= predicted (a bound; tolerance is not used).
+    kind: str = "close"
 
     @property
     def rel_error(self) -> float:
@@ -150,6 +153,10 @@ class Claim:
 
     @property
     def passed(self) -> bool:
+        if self.kind == "at_most":
+            return bool(math.isfinite(self.measured) and self.measured <= self.predicted)
+        if self.kind == "at_least":
+            return bool(math.isfinite(self.measured) and self.measured >= self.predicted)
         err = self.rel_error
         return bool(math.isfinite(err) and err <= self.tolerance)
 
@@ -162,7 +169,8 @@ def claims_dataset(claims: list[Claim]) -> xr.Dataset:
             "claim_predicted": ("claim", np.array([c.predicted for c in claims], float)),
             "claim_measured": ("claim", np.array([c.measured for c in claims], float)),
             "claim_rel_error": ("claim", np.array([c.rel_error for c in claims], float)),
-            "claim_tolerance": ("claim", np.array([c.tolerance for c in claims], float)),
+            "claim_tolerance": ("claim", np.array([c.tolerance if c.kind == "close" else np.nan
+                                                   for c in claims], float)),
             "claim_passed": ("claim", np.array([c.passed for c in claims], bool)),
             "claim_note": ("claim", np.array([c.note for c in claims], dtype=object)),
         },

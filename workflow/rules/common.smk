@@ -36,6 +36,11 @@ def stage_params(stage):
     return lambda wildcards: nqf_experiments.stage_config(experiment(wildcards), stage)
 
 
+def run_params(wildcards):
+    """The config one training run reads (narrowed to that run where the kind allows)."""
+    return nqf_experiments.run_config(experiment(wildcards), wildcards.run)
+
+
 def run_files(wildcards):
     runs = nqf_experiments.run_ids(experiment(wildcards))
     return expand("results/runs/{exp}/{run}.nc", exp=wildcards.exp, run=runs)

@@ -5,7 +5,7 @@ rule train:
     output:
         "results/runs/{exp}/{run}.nc",
     params:
-        cfg=stage_params("train"),
+        cfg=run_params,
     log:
         "results/logs/train/{exp}/{run}.log",
     benchmark:

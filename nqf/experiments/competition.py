@@ -1,0 +1,226 @@
+"""Experiment kind ``competition``: coupled Lotka-Volterra modes (beyond the paper).
+
+Commuting (diagonal) data matrices whose interaction matrix C = (8/m) Lambda^T Lambda is not
+diagonal, so modes compete: with the default data, mode 1 ignites first and is pushed back to
+zero when mode 3 ignites. Three descriptions are compared at several eps: gradient descent on
+the quadratic model, numerical integration of the GLV, and the eps -> 0 staircase of SCIENCE.md
+section 5 (rescaled time tau = t / ln(1/eps)). Each run is one eps, so adding an eps value trains
+only that run.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import xarray as xr
+
+from nqf.experiments.common import Claim, claims_dataset, lv_from_structure
+from nqf.forms import DiagonalForm
+from nqf.ignition import ignition_times
+from nqf.lotka_volterra import glv
+from nqf.quadratic import QuadraticModel
+from nqf.staircase import staircase
+from nqf.training import log_step_grid, train
+
+KIND = "competition"
+STAGE_KEYS = {
+    "data": ("lam", "y"),
+    "train": ("eps", "tau_max", "lr", "n_record", "dtype"),
+    "theory": ("eps", "tau_max", "lr", "n_record"),
+    "fit": ("eps", "tolerances"),
+    "figure": ("description", "eps"),
+}
+
+
+def run_id(eps: float) -> str:
+    return f"eps{eps:.0e}"
+
+
+def runs(cfg: dict) -> list[str]:
+    return [run_id(e) for e in cfg["eps"]]
+
+
+def _eps_of(cfg: dict, run: str) -> float:
+    for eps in cfg["eps"]:
+        if run_id(eps) == run:
+            return float(eps)
+    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+
+
+def run_config(cfg: dict, run: str) -> dict:
+    """One eps per run: its own params, so other eps values can be added or removed freely."""
+    return {"eps": _eps_of(cfg, run), **{k: cfg[k] for k in ("tau_max", "lr", "n_record", "dtype")}}
+
+
+def steps_for(eps: float, tau_max: float, lr: float) -> int:
+    """GD steps covering rescaled time tau_max at this eps."""
+    return int(np.ceil(tau_max * np.log(1.0 / eps) / lr))
+
+
+def make_data(cfg: dict) -> xr.Dataset:
+    lam = np.asarray(cfg["lam"], float)
+    y = np.asarray(cfg["y"], float)
+    if lam.ndim != 2 or lam.shape[0] != y.size:
+        raise ValueError(f"'lam' must be a list of {y.size} rows (one per sample, like 'y'); "
+                         f"got shape {lam.shape}.")
+    return xr.Dataset(
+        {"A_diag": (("sample", "param"), lam, {"units": "1", "long_name": "diagonal of A(x_mu)"}),
+         "y": ("sample", y, {"units": "1", "long_name": "target y_mu"})},
+        coords={"sample": np.arange(y.size), "param": np.arange(lam.shape[1])},
+        attrs={"structure_form": "diagonal", "experiment_kind": KIND},
+    )
+
+
+def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
+    eps = cfg["eps"] if np.isscalar(cfg["eps"]) else _eps_of(cfg, run)
+    form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
+    dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
+    model = QuadraticModel(form, np.sqrt(eps) * np.eye(form.p), device=device, dtype=dtype)
+    ds = train(model, data["y"].values, lr=cfg["lr"], steps=steps_for(eps, cfg["tau_max"], cfg["lr"]),
+               n_record=cfg["n_record"])
+    ds["z"] = (("seed", "step", "mode"), np.einsum("sikk->sik", ds["M"].values),
+               {"units": "1", "long_name": "mode amplitude z_k = M_kk"})
+    ds = ds.assign_coords(tau=("step", ds["time"].values / np.log(1 / eps), {
+        "units": "1", "long_name": "rescaled time t / ln(1/eps)"}))
+    ds.attrs.update(run=run, experiment_kind=KIND, eps=eps, init="W(0) = sqrt(eps) I")
+    return ds
+
+
+def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """GLV trajectories per eps on each run's time grid, and the eps -> 0 staircase."""
+    lv = lv_from_structure(structure)
+    loss0 = float(np.mean(lv.y ** 2))
+    sc = staircase(lv.r, lv.C, -1.0, loss0=loss0)
+    n = cfg["n_record"]
+    z_all, tau_all = [], []
+    for eps in cfg["eps"]:
+        steps = log_step_grid(steps_for(eps, cfg["tau_max"], cfg["lr"]), n)
+        t = cfg["lr"] * steps
+        z = glv(lv.r, lv.C, np.full(lv.modes, eps), t)
+        z_all.append(np.pad(z, ((0, n - len(t)), (0, 0)), constant_values=np.nan))
+        tau_all.append(np.pad(t / np.log(1 / eps), (0, n - len(t)), constant_values=np.nan))
+    z_all = np.array(z_all)
+    ignition_level = sc.ignition_level
+    t_star = np.array([ignition_times(tau * np.log(1 / eps), z, saturation=ignition_level)
+                       for eps, tau, z in zip(cfg["eps"], tau_all, z_all)])
+    plateau_tau = np.append(sc.tau_start, np.inf)
+    return xr.Dataset(
+        {
+            "z": (("eps", "point", "mode"), z_all, {"units": "1", "long_name": "z_k from GLV integration"}),
+            "tau": (("eps", "point"), np.array(tau_all), {"units": "1", "long_name": "rescaled time t / ln(1/eps)"}),
+            "loss": (("eps", "point"), np.array([lv.loss(z) for z in z_all]), {"units": "1", "long_name": "GLV loss"}),
+            "t_star": (("eps", "mode"), t_star, {"units": "1", "long_name": "GLV time z_k reaches half its ignition level"}),
+            "tau_star": ("mode", sc.ignition_tau, {"units": "1", "long_name": "staircase ignition time (eps -> 0)"}),
+            "tau_suppressed": ("mode", sc.suppression_tau, {"units": "1", "long_name": "staircase suppression time (inf: never)"}),
+            "ignition_level": ("mode", ignition_level, {"units": "1", "long_name": "z*_k on the plateau its ignition opens"}),
+            "plateau_tau_start": ("plateau", sc.tau_start, {"units": "1", "long_name": "rescaled time a plateau begins"}),
+            "plateau_loss": ("plateau", sc.loss, {"units": "1", "long_name": "staircase loss on each plateau"}),
+            "plateau_z": (("plateau", "mode"), sc.z_at(sc.tau_start), {"units": "1", "long_name": "equilibrium z* on each plateau"}),
+            "plateau_tau_end": ("plateau", plateau_tau[1:], {"units": "1", "long_name": "rescaled time a plateau ends"}),
+            "r": ("mode", lv.r, {"units": "1", "long_name": "Lotka-Volterra growth rates"}),
+            "C": (("mode", "mode_j"), lv.C, {"units": "1", "long_name": "Lotka-Volterra interaction matrix"}),
+        },
+        coords={"eps": np.asarray(cfg["eps"], float), "mode": np.arange(lv.modes), "mode_j": np.arange(lv.modes),
+                "plateau": np.arange(sc.tau_start.size)},
+        attrs={"experiment_kind": KIND, "loss0": loss0},
+    )
+
+
+def _plateau_flattest(tau: np.ndarray, loss: np.ndarray, start: float, end: float) -> float:
+    """Loss where it varies least inside a plateau's tau window (its finite-eps best estimate)."""
+    inside = np.flatnonzero((tau > start) & (tau < min(end, np.nanmax(tau))))
+    if inside.size < 3:
+        return np.nan
+    slope = np.abs(np.gradient(loss[inside], tau[inside]))
+    return float(loss[inside][np.argmin(slope)])
+
+
+def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    tol = cfg["tolerances"]
+    eps_list = [float(e) for e in cfg["eps"]]
+    level = theory_ds["ignition_level"].values
+    tau_star = theory_ds["tau_star"].values
+    t_gd = np.array([ignition_times(run_ds[run_id(e)]["time"].values, run_ds[run_id(e)]["z"].values[0],
+                                    saturation=level) for e in eps_list])
+    t_glv = theory_ds["t_star"].values
+    logs = np.log(1 / np.array(eps_list))
+    gap = np.abs(t_glv / logs[:, None] - tau_star[None, :])
+    ds = xr.Dataset(
+        {"t_star_measured": (("eps", "mode"), t_gd, {"units": "1", "long_name": "GD ignition time"}),
+         "t_star_predicted": (("eps", "mode"), t_glv, {"units": "1", "long_name": "GLV ignition time"}),
+         "tau_star_staircase": ("mode", tau_star, {"units": "1", "long_name": "staircase ignition time"}),
+         "staircase_gap": (("eps", "mode"), gap, {"units": "1", "long_name": "|t*_GLV / ln(1/eps) - tau*_staircase|"})},
+        coords={"eps": eps_list, "mode": theory_ds["mode"].values},
+        attrs={"experiment_kind": KIND, "lr": cfg.get("lr", np.nan)},
+    )
+    claims = []
+    ignites = np.flatnonzero(np.isfinite(tau_star))
+    for i, eps in enumerate(eps_list):
+        for k in ignites:
+            claims.append(Claim(f"eps {eps:.0e}: GD ignition time of mode {k + 1}", float(t_glv[i, k]),
+                                float(t_gd[i, k]), tol["t_star_rel_error"], note="GD vs coupled GLV integration"))
+    order = np.argsort(eps_list)[::-1]  # from large to small eps
+    for k in ignites:
+        g = gap[order, k]
+        ratio = float(np.max(g[1:] / g[:-1])) if g.size > 1 else np.nan
+        claims.append(Claim(f"mode {k + 1}: staircase gap shrinks as eps falls (max ratio of consecutive gaps)",
+                            1.0, ratio, np.nan, kind="at_most",
+                            note=f"gap {g[0]:.3g} at eps {eps_list[order[0]]:.0e} -> {g[-1]:.3g} at {eps_list[order[-1]]:.0e}; O(1/ln(1/eps))"))
+    smallest = int(order[-1])
+    tau_run = theory_ds["tau"].values[smallest]
+    loss_run = theory_ds["loss"].values[smallest]
+    starts, ends = theory_ds["plateau_tau_start"].values, theory_ds["plateau_tau_end"].values
+    for j, value in enumerate(theory_ds["plateau_loss"].values):
+        flat = _plateau_flattest(tau_run, loss_run, starts[j], ends[j])
+        claims.append(Claim(f"plateau {j} loss (staircase vs GLV at eps {eps_list[smallest]:.0e})", float(value), flat,
+                            tol["plateau_loss_abs_error"], relative=False,
+                            note="GLV loss at the flattest point of the plateau; finite-eps error O(eps^|x|)"))
+    for k in np.flatnonzero(np.isfinite(theory_ds["tau_suppressed"].values)):
+        z = run_ds[run_id(eps_list[smallest])]["z"].values[0, :, k]
+        claims.append(Claim(f"mode {k + 1} suppressed: final z / peak z in GD at eps {eps_list[smallest]:.0e}",
+                            float(tol["suppressed_fraction"]), float(z[-1] / np.max(z)), np.nan, kind="at_most",
+                            note=f"staircase: ignites at tau {tau_star[k]:.3f}, suppressed at tau "
+                                 f"{float(theory_ds['tau_suppressed'].values[k]):.3f}"))
+    return xr.merge([ds, claims_dataset(claims)])
+
+
+def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
+           paths, *, font_size: float = 9, dpi: int = 150) -> None:
+    """x_k(tau) = ln z_k / ln(1/eps) and the loss against rescaled time for each eps, with the staircase."""
+    from nqf import plotting
+
+    eps_list = [float(e) for e in cfg["eps"]]
+    K = theory_ds.sizes["mode"]
+    colors = plotting.mode_colors(K)
+    tau_max = float(np.nanmax(theory_ds["tau"].values))
+    grid = np.linspace(0, tau_max, 600)
+    sc = staircase(theory_ds["r"].values, theory_ds["C"].values, -1.0, loss0=theory_ds.attrs["loss0"])
+    sc_x = sc.x(grid)
+    shades = np.linspace(0.35, 1.0, len(eps_list))
+    with plotting.style(font_size, dpi):
+        fig, (ax_x, ax_l) = plotting.plt.subplots(1, 2, figsize=(7.4, 3.0), constrained_layout=True)
+        for i, eps in enumerate(sorted(eps_list, reverse=True)):
+            run = run_ds[run_id(eps)].isel(seed=0)
+            tau, z = run["tau"].values, run["z"].values
+            keep = tau > 0
+            for k, col in enumerate(colors):
+                ax_x.plot(tau[keep], np.log(z[keep, k]) / np.log(1 / eps), color=col, alpha=shades[i],
+                          linewidth=1.2, label=f"mode {k + 1}" if i == len(eps_list) - 1 else None)
+            ax_l.plot(tau[keep], run["loss"].values[keep], color="0.15", alpha=shades[i], linewidth=1.2,
+                      label=f"GD, $\\epsilon$ = {eps:.0e}")
+        for k, col in enumerate(colors):
+            ax_x.plot(grid, sc_x[:, k], color="k", linewidth=0.9, linestyle="--")
+        ax_l.step(grid, sc.loss_at(grid), where="post", color="tab:red",
+                  label=r"staircase ($\epsilon \to 0$)", **plotting.THEORY)
+        ax_x.set_ylim(-1.6, 0.15)
+        ax_x.set_xlabel(r"rescaled time $\tau = t / \ln(1/\epsilon)$")
+        ax_x.set_ylabel(r"$x_k = \ln z_k / \ln(1/\epsilon)$")
+        ax_x.set_title("modes: GD (solid, darker = smaller $\\epsilon$),\nstaircase (black dashed)")
+        ax_x.legend(loc="lower right")
+        ax_l.set_yscale("log")
+        ax_l.set_xlabel(r"rescaled time $\tau = t / \ln(1/\epsilon)$")
+        ax_l.set_ylabel("training loss")
+        ax_l.set_title("loss approaches the staircase as $\\epsilon \\to 0$")
+        ax_l.legend(loc="lower left")
+        fig.suptitle(cfg["description"], fontsize=font_size + 1)
+        plotting.save(fig, paths)
+

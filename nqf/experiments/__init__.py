@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from nqf.experiments import competition, featurewise, samplewise
+from nqf.experiments import collapse, competition, featurewise, samplewise
 
-KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise, competition)}
+KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise, competition, collapse)}
 STAGES = ("data", "train", "theory", "fit", "figure")
 
 

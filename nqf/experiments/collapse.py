@@ -1,0 +1,248 @@
+"""Experiment kind ``collapse``: different A, equal Lotka-Volterra coefficients, one curve.
+
+The theory says training depends on the data only through the GLV coefficients (r, C) of the
+shared eigenbasis. Three quadratic models with different structure matrices are built on the
+same coefficients (orthogonal features, C = C_diag I, growth rates r):
+
+* ``diagonal``     A_mu = Diag(lambda_mu)                    (diagonal linear network)
+* ``rotated``      A_mu = P Diag(lambda_mu) P^T, P random     (commuting matrix sensing)
+* ``rectangular``  A_mu = 1/2 [[0, S_mu], [S_mu^T, 0]], S_mu = Diag(2 lambda_mu)
+                   (two-layer linear network; eigenvalues +-lambda_mu,k: the '-' modes have
+                   r < 0 and never ignite)
+
+From Gaussian inits of scale eps (different for every model, since the bases differ) their
+losses against rescaled time tau = t / ln(1/eps) fall on one curve as eps -> 0: the
+ignition times differ at finite eps only through ln(c_k) / (r_k ln(1/eps)), with
+z_k(0) = eps c_k (Theorem 8), and converge to tau*_k = 1 / r_k.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import xarray as xr
+
+from nqf.experiments.common import Claim, claims_dataset
+from nqf.experiments.featurewise import random_orthogonal
+from nqf.forms import DenseForm
+from nqf.ignition import ignition_times, predicted_ignition_times
+from nqf.lotka_volterra import LotkaVolterra
+from nqf.quadratic import QuadraticModel
+from nqf.training import train
+
+KIND = "collapse"
+ARCHITECTURES = ("diagonal", "rotated", "rectangular")
+STAGE_KEYS = {
+    "data": ("r", "C_diag", "data_seed"),
+    "train": ("architectures", "eps", "seeds", "tau_max", "lr", "n_record", "dtype"),
+    "theory": (),
+    "fit": ("eps", "tolerances"),
+    "figure": ("description", "eps"),
+}
+
+
+def run_id(arch: str, eps: float) -> str:
+    return f"{arch}_eps{eps:.0e}"
+
+
+def runs(cfg: dict) -> list[str]:
+    return [run_id(a, e) for a in cfg["architectures"] for e in cfg["eps"]]
+
+
+def run_config(cfg: dict, run: str) -> dict:
+    for arch in cfg["architectures"]:
+        for eps in cfg["eps"]:
+            if run_id(arch, eps) == run:
+                return {"architecture": arch, "eps": float(eps),
+                        **{k: cfg[k] for k in ("seeds", "tau_max", "lr", "n_record", "dtype")}}
+    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+
+
+def eigenvalues(cfg: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Lambda (m, K) with (8/m) Lambda^T Lambda = C_diag I and targets y giving growth rates r."""
+    r = np.asarray(cfg["r"], float)
+    m, c = r.size, float(cfg["C_diag"])
+    Q = random_orthogonal(m, np.random.default_rng(cfg["data_seed"]))
+    lam = (np.sqrt(m * c / 8.0) * Q).T
+    return lam, Q.T @ (r * np.sqrt(m / (8.0 * c)))
+
+
+def structure_matrices(arch: str, lam: np.ndarray, seed: int) -> np.ndarray:
+    """Dense (m, p, p) structure matrices of one architecture with eigenvalues lam."""
+    m, K = lam.shape
+    if arch == "diagonal":
+        return np.einsum("mk,kl->mkl", lam, np.eye(K))
+    if arch == "rotated":
+        P = random_orthogonal(K, np.random.default_rng(seed + 1000))
+        return np.einsum("pk,mk,qk->mpq", P, lam, P)
+    if arch == "rectangular":
+        A = np.zeros((m, 2 * K, 2 * K))
+        idx = np.arange(K)
+        A[:, idx, K + idx] = lam  # 1/2 S_mu with S_mu = Diag(2 lambda_mu)
+        A[:, K + idx, idx] = lam
+        return A
+    raise ValueError(f"Unknown architecture {arch!r}; choose from {', '.join(ARCHITECTURES)}.")
+
+
+def make_data(cfg: dict) -> xr.Dataset:
+    """The shared eigenvalues and targets; each architecture builds its A from them."""
+    lam, y = eigenvalues(cfg)
+    return xr.Dataset(
+        {"A_diag": (("sample", "param"), lam, {"units": "1", "long_name": "eigenvalues lambda_mu,k shared by all architectures"}),
+         "y": ("sample", y, {"units": "1", "long_name": "target y_mu"})},
+        coords={"sample": np.arange(y.size), "param": np.arange(lam.shape[1])},
+        attrs={"structure_form": "diagonal", "experiment_kind": KIND, "data_seed": cfg["data_seed"]},
+    )
+
+
+def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
+    """Gaussian init W0 ~ N(0, eps / d), d = p units (E z_k(0) = eps), seeds as replicas."""
+    arch, eps = cfg["architecture"], cfg["eps"]
+    lam, y = data["A_diag"].values, data["y"].values
+    A = structure_matrices(arch, lam, int(data.attrs["data_seed"]))
+    form = DenseForm(torch.as_tensor(A))
+    lv = LotkaVolterra.from_data(form, y)
+    p = form.p
+    gen = torch.Generator().manual_seed(12345)
+    W0 = torch.randn(cfg["seeds"], p, p, generator=gen, dtype=torch.float64) * np.sqrt(eps / p)
+    dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
+    model = QuadraticModel(form, W0, device=device, dtype=dtype)
+    steps = int(np.ceil(cfg["tau_max"] * np.log(1 / eps) / cfg["lr"]))
+    ds = train(model, y, lr=cfg["lr"], steps=steps, n_record=cfg["n_record"],
+               replica_coords=np.arange(cfg["seeds"]))
+    z = lv.modes_of(ds["M"].values)
+    ds = ds.drop_vars("M")  # the modes carry everything the loss depends on
+    ds["z"] = (("seed", "step", "mode"), z, {"units": "1", "long_name": "z_k = (P^T M P)_kk in the shared eigenbasis"})
+    ds["r"] = ("mode", lv.r, {"units": "1", "long_name": "growth rate of each eigenbasis mode"})
+    ds = ds.assign_coords(tau=("step", ds["time"].values / np.log(1 / eps), {
+        "units": "1", "long_name": "rescaled time t / ln(1/eps)"}))
+    ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, eps=eps,
+                    init="W0 ~ N(0, eps/d), d = p", commutator_residual=lv.residuals["commutator"])
+    return ds
+
+
+def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """The shared eps -> 0 limit: tau*_k = 1 / r_k and the plateau losses (Theorem 6 staircase)."""
+    r, c = structure["r"].values, np.diag(structure["C"].values)
+    order = np.argsort(-r)
+    loss0 = float(np.mean(structure["y"].values ** 2))
+    drops = np.cumsum(np.where(r[order] > 0, r[order] ** 2 / (8 * c[order]), 0.0))
+    return xr.Dataset(
+        {"tau_star": ("mode", np.where(r > 0, 1 / np.where(r > 0, r, 1), np.inf), {
+            "units": "1", "long_name": "eps -> 0 ignition time in tau = t / ln(1/eps)"}),
+         "plateau_loss": ("plateau", np.concatenate([[loss0], loss0 - drops]), {
+             "units": "1", "long_name": "loss after the first j modes have ignited"}),
+         "r": structure["r"], "C_diag": ("mode", c)},
+        coords={"mode": structure["mode"].values, "plateau": np.arange(r.size + 1)},
+        attrs={"experiment_kind": KIND},
+    )
+
+
+def _matched_modes(run: xr.Dataset, r_ref: np.ndarray) -> np.ndarray:
+    """Indices of the run's eigenbasis modes whose growth rates equal the reference rates."""
+    r = run["r"].values
+    return np.array([int(np.argmin(np.abs(r - rk))) for rk in r_ref])
+
+
+def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """Ignition times per architecture, eps and seed beside Theorem 8 and the eps -> 0 limit.
+
+    Theorem 8 is applied with each seed's own profile c_k = z_k(0) / eps. It ignores the
+    rectangular model's partner modes (r < 0, coupled by -C_kk), an O(C_kk eps / r_k) effect.
+    """
+    tol = cfg["tolerances"]
+    r_ref = structure["r"].values
+    c_ref = np.diag(structure["C"].values)
+    archs = list(cfg["architectures"])
+    eps_list = sorted((float(e) for e in cfg["eps"]), reverse=True)
+    tau_meas = np.full((len(archs), len(eps_list), cfg_seeds(run_ds), r_ref.size), np.nan)
+    tau_thm8 = np.full_like(tau_meas, np.nan)
+    for a, arch in enumerate(archs):
+        for e, eps in enumerate(eps_list):
+            run = run_ds[run_id(arch, eps)]
+            idx = _matched_modes(run, r_ref)
+            z = run["z"].values[:, :, idx]  # (seed, step, K)
+            t = run["time"].values
+            for s in range(z.shape[0]):
+                tau_meas[a, e, s] = ignition_times(t, z[s], saturation=r_ref / c_ref) / np.log(1 / eps)
+                c_k = z[s, 0] / eps  # the actual initial profile of this seed
+                tau_thm8[a, e, s] = predicted_ignition_times(r_ref, c_ref, eps, c=c_k) / np.log(1 / eps)
+    ds = xr.Dataset(
+        {"tau_star_measured": (("architecture", "eps", "seed", "mode"), tau_meas, {
+            "units": "1", "long_name": "GD ignition time / ln(1/eps)"}),
+         "tau_star_theorem8": (("architecture", "eps", "seed", "mode"), tau_thm8, {
+             "units": "1", "long_name": "Theorem 8 with each seed's initial profile c_k, / ln(1/eps)"}),
+         "tau_star_limit": ("mode", theory_ds["tau_star"].values, {"units": "1", "long_name": "1 / r_k"})},
+        coords={"architecture": archs, "eps": eps_list, "seed": np.arange(tau_meas.shape[2]),
+                "mode": np.arange(r_ref.size)},
+        attrs={"experiment_kind": KIND},
+    )
+    rel = np.abs(tau_meas - tau_thm8) / tau_thm8
+    claims = [Claim(f"{arch}: GD ignition vs Theorem 8 (max over eps, seeds, modes)", 0.0,
+                    float(np.nanmax(rel[a])), tol["t_star_rel_error"], relative=False,
+                    note="each seed's own c_k = z_k(0) / eps") for a, arch in enumerate(archs)]
+    spread = np.nanmax(tau_meas, axis=0) - np.nanmin(tau_meas, axis=0)  # across architectures
+    worst = np.nanmax(spread, axis=(1, 2))  # per eps
+    for e in range(1, len(eps_list)):
+        claims.append(Claim(f"spread of tau*_k across architectures shrinks: eps {eps_list[e]:.0e} vs {eps_list[e - 1]:.0e}",
+                            float(worst[e - 1]), float(worst[e]), np.nan, kind="at_most",
+                            note="collapse: the spread is O(1 / ln(1/eps))"))
+    dev = np.nanmax(np.abs(tau_meas[:, -1] - theory_ds["tau_star"].values), axis=(0, 1))
+    bound = np.nanmax(np.abs(tau_thm8[:, -1] - theory_ds["tau_star"].values), axis=(0, 1))
+    for k in range(r_ref.size):
+        claims.append(Claim(f"mode {k + 1}: |tau*_k - 1/r_k| at eps {eps_list[-1]:.0e}, all architectures",
+                            float(bound[k] * (1 + tol["t_star_rel_error"]) + tol["t_star_rel_error"] * theory_ds["tau_star"].values[k]),
+                            float(dev[k]), np.nan, kind="at_most",
+                            note="bound: Theorem 8's finite-eps offset plus the GD tolerance"))
+    return xr.merge([ds, claims_dataset(claims)])
+
+
+def cfg_seeds(run_ds: dict[str, xr.Dataset]) -> int:
+    return next(iter(run_ds.values())).sizes["seed"]
+
+
+def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
+           paths, *, font_size: float = 9, dpi: int = 150) -> None:
+    """Loss against tau for every architecture and eps (seed 0), and ignition times against 1/ln(1/eps)."""
+    from nqf import plotting
+
+    archs = list(fit_ds["architecture"].values)
+    eps_list = list(fit_ds["eps"].values)
+    colors = dict(zip(archs, ["tab:blue", "tab:orange", "tab:green", "tab:purple"]))
+    styles = ["-", "--", ":", "-."]
+    with plotting.style(font_size, dpi):
+        fig, (ax_l, ax_t) = plotting.plt.subplots(1, 2, figsize=(7.4, 3.0), constrained_layout=True)
+        for e, eps in enumerate(eps_list):
+            for arch in archs:
+                run = run_ds[run_id(arch, eps)].isel(seed=0)
+                keep = run["tau"].values > 0
+                ax_l.plot(run["tau"].values[keep], run["loss"].values[keep], color=colors[arch],
+                          linestyle=styles[e % 4], linewidth=1.2,
+                          label=f"{arch}" if e == 0 else None)
+        tau_star = np.sort(theory_ds["tau_star"].values[np.isfinite(theory_ds["tau_star"].values)])
+        edges = np.concatenate([[0.0], tau_star, [ax_l.get_xlim()[1]]])
+        plateaus = theory_ds["plateau_loss"].values[:edges.size - 1]
+        floor = 1e-6 * plateaus[0]  # the last plateau is 0: draw it at the axis floor
+        ax_l.stairs(np.maximum(plateaus, floor), edges, baseline=None, color="k", linewidth=1.0,
+                    linestyle=(0, (2, 2)), label=r"$\epsilon \to 0$ limit")
+        ax_l.set_yscale("log")
+        ax_l.set_ylim(bottom=floor)
+        ax_l.set_xlabel(r"rescaled time $\tau = t / \ln(1/\epsilon)$")
+        ax_l.set_ylabel("training loss")
+        ax_l.set_title("loss: " + ", ".join(f"{s} $\\epsilon$={e:.0e}" for s, e in zip(styles, eps_list)),
+                       fontsize=font_size - 1)
+        ax_l.legend(loc="lower left")
+        inv_log = 1 / np.log(1 / np.array(eps_list))
+        mode_colors = plotting.mode_colors(fit_ds.sizes["mode"])
+        for k, col in enumerate(mode_colors):
+            for arch, marker in zip(archs, "osD^"):
+                vals = fit_ds["tau_star_measured"].sel(architecture=arch).values[:, :, k]
+                ax_t.plot(inv_log, vals.mean(axis=1), marker=marker, color=col, linestyle="none",
+                          markerfacecolor="none", label=arch if k == 0 else None)
+            ax_t.axhline(fit_ds["tau_star_limit"].values[k], color=col, **plotting.THEORY)
+        ax_t.set_xlim(left=0)
+        ax_t.set_xlabel(r"$1 / \ln(1/\epsilon)$")
+        ax_t.set_ylabel(r"ignition time $t^*_k / \ln(1/\epsilon)$")
+        ax_t.set_title(r"GD (markers) $\to 1/r_k$ (dashed) as $\epsilon \to 0$")
+        ax_t.legend(loc="upper right")
+        fig.suptitle(cfg["description"], fontsize=font_size + 1)
+        plotting.save(fig, paths)

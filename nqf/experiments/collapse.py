@@ -35,7 +35,7 @@ STAGE_KEYS = {
     "data": ("r", "C_diag", "data_seed"),
     "train": ("architectures", "eps", "seeds", "tau_max", "lr", "n_record", "dtype"),
     "theory": (),
-    "fit": ("eps", "tolerances"),
+    "fit": ("architectures", "eps", "tolerances"),
     "figure": ("description", "eps"),
 }
 

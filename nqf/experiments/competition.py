@@ -150,7 +150,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
          "tau_star_staircase": ("mode", tau_star, {"units": "1", "long_name": "staircase ignition time"}),
          "staircase_gap": (("eps", "mode"), gap, {"units": "1", "long_name": "|t*_GLV / ln(1/eps) - tau*_staircase|"})},
         coords={"eps": eps_list, "mode": theory_ds["mode"].values},
-        attrs={"experiment_kind": KIND, "lr": cfg.get("lr", np.nan)},
+        attrs={"experiment_kind": KIND, "lr": float(run_ds[run_id(eps_list[0])].attrs["lr"])},
     )
     claims = []
     ignites = np.flatnonzero(np.isfinite(tau_star))

@@ -19,11 +19,12 @@ rule figure:
 rule summary:
     """One row per checked claim, across experiments."""
     input:
-        expand("results/fits/{exp}.nc", exp=EXPERIMENTS),
+        expand("results/fits/{exp}.nc", exp=sorted(EXPERIMENTS)),
     output:
         report("results/summary.csv", category="summary", caption="../report/summary.rst"),
     params:
-        experiments=list(EXPERIMENTS),
+        # sorted: reordering experiments in a config must not rerun the summary
+        experiments=sorted(EXPERIMENTS),
     log:
         "results/logs/summary.log",
     script:

@@ -42,7 +42,7 @@ def write_config(tmp_path, **changes):
             node = node[p]
         node[leaf] = value
     out = tmp_path / f"config_{len(list(tmp_path.glob('config_*')))}.yaml"
-    # sort_keys=False keeps the experiments' order, which the summary rule's params record
+    # sort_keys=False keeps the config as written (key order is not a parameter of any rule)
     out.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return out
 

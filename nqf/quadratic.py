@@ -48,12 +48,15 @@ class QuadraticModel(torch.nn.Module):
         """Per-replica loss (1/m) sum (f - y)^2 and its exact gradient H W, H = (4/m) sum Delta A.
 
         Closed form of the gradient (Eq. 27), cheaper than autograd by a factor of about 3
-        for small p, where Python overhead dominates.
+        for small p, where Python overhead dominates. ``y`` is (m,) or, for vector outputs,
+        (samples, outputs) in the form's sample-major order; m is then the number of samples
+        (App. B.2: the loss sums over outputs), as ``nqf.training.mse_per_replica`` does.
         """
+        n = y.shape[0]
         with torch.no_grad():
-            residual = self.form.outputs(self.W) - y
-            loss = residual.pow(2).sum(-1) / y.shape[0]
-            grad = self.form.apply_weighted(residual * (4.0 / y.shape[0]), self.W)
+            residual = self.form.outputs(self.W) - y.reshape(-1)
+            loss = residual.pow(2).sum(-1) / n
+            grad = self.form.apply_weighted(residual * (4.0 / n), self.W)
         return loss, grad
 
     def order_parameter(self) -> torch.Tensor:

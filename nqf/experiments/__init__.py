@@ -6,6 +6,9 @@
     theory(structure, cfg) -> Dataset, fit(structure, theory, runs, cfg) -> Dataset with claims,
     figure(theory, fit, runs, cfg, paths, font_size=, dpi=)
 
+A kind whose data matrices are too large to densify defines ``structure(data) -> Dataset`` (with
+``r`` and ``C``), which the structure stage then calls instead of the generic reduction.
+
 Adding an experiment of a known kind is a config change only; adding a kind is a new module
 here plus its entry in KINDS and its schema under $defs in workflow/schemas/config.schema.yaml.
 """
@@ -13,9 +16,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from nqf.experiments import collapse, competition, featurewise, samplewise
+from nqf.experiments import (collapse, competition, featurewise, init_scaling, nqf_approximation,
+                             samplewise)
 
-KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise, competition, collapse)}
+KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise, competition, collapse,
+                                                         nqf_approximation, init_scaling)}
 STAGES = ("data", "train", "theory", "fit", "figure")
 
 

@@ -1,0 +1,147 @@
+"""A real module and its NQF trained side by side from the same initial weights (paper Fig. 2).
+
+Both are trained by :func:`nqf.train` with the same optimizer, learning rate and steps on the
+same data, so the only difference is the model: the module's outputs f(W) against its
+quadratic model f(0) + Tr[W W^T A(x)]. R replicas (seeds x init scales) are one tensor program:
+the trainable parameter is the unit-weight tensor W of shape (R, p, d), and the module is
+evaluated for all replicas at once with ``torch.func.vmap`` over ``module.forward_with``.
+
+Loss normalisation is the same for both: (1/m) sum over the m samples and the k outputs of the
+squared residuals (targets of shape (m, k)), which is what ``mse_per_replica`` computes for the
+module and what :meth:`QuadraticModel.loss_and_grad` computes for (m, k) targets.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+from torch.func import vmap
+
+from nqf.architectures.base import UnitModule
+from nqf.effective import singular_values
+from nqf.forms import StructureForm
+from nqf.quadratic import QuadraticModel, resolve_device
+from nqf.training import train
+
+Tensor = torch.Tensor
+
+
+def _to(x, device, dtype):
+    if isinstance(x, tuple):
+        return tuple(_to(t, device, dtype) for t in x)
+    return x.to(device=device, dtype=dtype)
+
+
+class ModuleReplicas(torch.nn.Module):
+    """R copies of ``module`` evaluated at unit weights W (R, p, d) on one batch of inputs.
+
+    ``forward()`` returns (R, m, k). The module is not registered as a submodule, so W is the
+    only parameter the optimizer sees; the module's own parameters are never touched.
+    """
+
+    def __init__(self, module: UnitModule, x, W0: Tensor):
+        super().__init__()
+        self.x = x
+        self.W = torch.nn.Parameter(W0.clone())
+        self._batched = vmap(module.forward_with, in_dims=(0, None))
+
+    def forward(self) -> Tensor:
+        return self._batched(self.W, self.x)
+
+    def order_parameter(self) -> Tensor:
+        return self.W @ self.W.transpose(-1, -2)
+
+
+def order_parameter_spectrum(W: Tensor) -> Tensor:
+    """Eigenvalues of M = W W^T, largest first, min(p, d) of them (from the smaller Gram)."""
+    gram = W.transpose(-1, -2) @ W if W.shape[-1] <= W.shape[-2] else W @ W.transpose(-1, -2)
+    return torch.linalg.eigvalsh(gram).flip(-1)
+
+
+def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, optimizer: str,
+                       n_singular: int, n_record: int = 100, record_steps=None, momentum: float = 0.9,
+                       record_M: bool = True, device: str = "auto",
+                       dtype: torch.dtype = torch.float64) -> xr.Dataset:
+    """Train the module and its NQF from the same W0 (R, p, d) on targets y (m, k).
+
+    ``module`` is moved to ``device`` and ``dtype`` in place. Records at ``record_steps``
+    (default: ``n_record`` log-spaced steps). Returns a Dataset over
+    (``replica``, ``step``) with ``s_module`` and ``s_nqf`` (the n_singular
+    largest singular values of the effective matrix, dim ``k``), ``loss_module``, ``loss_nqf``,
+    ``M_eig_nqf`` (eigenvalues of M = W W^T) and, if ``record_M``, ``M_nqf`` (row, col).
+    The NQF is trained on y - f(0), so both losses are the same function of their outputs.
+    """
+    dev = resolve_device(device)
+    module = module.to(device=dev, dtype=dtype)
+    x = _to(x, dev, dtype)
+    W0 = torch.as_tensor(W0).to(device=dev, dtype=dtype)
+    y = torch.as_tensor(np.asarray(y)).to(device=dev, dtype=dtype)
+    with torch.no_grad():
+        f0 = module.forward_with(torch.zeros_like(W0[0]), x)
+    nqf_model = QuadraticModel(module.structure(x), W0, device=dev, dtype=dtype)
+    mod_model = ModuleReplicas(module, x, W0)
+    kwargs = dict(lr=lr, steps=steps, optimizer=optimizer, momentum=momentum, n_record=n_record,
+                  record_steps=record_steps, replica_dim="replica")
+
+    def record_module(model):
+        return {"s": singular_values(module, model.W, n_singular)}
+
+    def record_nqf(model):
+        out = {"s": singular_values(module, model.W, n_singular),
+               "M_eig": order_parameter_spectrum(model.W)}
+        if record_M:
+            out["M"] = model.order_parameter()
+        return out
+
+    hint = f" for the {type(module).__name__} with {optimizer}"
+    mod = train(mod_model, y, record=record_module, divergence_hint=hint, **kwargs)
+    nqf_ds = train(nqf_model, y - f0, record=record_nqf, divergence_hint=hint, **kwargs)
+    ds = xr.Dataset(coords={"step": mod["step"], "time": mod["time"], "replica": mod["replica"]})
+    ds["s_module"] = (("replica", "step", "k"), mod["s"].values, {
+        "units": "1", "long_name": "singular values of the module's effective matrix E(W(t))"})
+    ds["s_nqf"] = (("replica", "step", "k"), nqf_ds["s"].values, {
+        "units": "1", "long_name": "singular values of the NQF's effective matrix E(W(t))"})
+    ds["loss_module"] = mod["loss"].assign_attrs(long_name="module training loss (1/m) sum (f - y)^2")
+    ds["loss_nqf"] = nqf_ds["loss"].assign_attrs(long_name="NQF training loss (1/m) sum (f - y)^2")
+    ds["M_eig_nqf"] = (("replica", "step", "eig"), nqf_ds["M_eig"].values, {
+        "units": "1", "long_name": "eigenvalues of the NQF's order parameter M = W W^T"})
+    if record_M:
+        ds["M_nqf"] = (("replica", "step", "row", "col"), nqf_ds["M"].values, {
+            "units": "1", "long_name": "NQF order parameter M = W W^T"})
+    # the same index coordinates in every run (row, col of length 0 without M), so that runs of
+    # different p or d open as one dataset (xr.open_mfdataset pads them to the largest stored M)
+    n_M = nqf_model.form.p if record_M else 0
+    ds = ds.assign_coords(eig=np.arange(ds.sizes["eig"]), row=np.arange(n_M), col=np.arange(n_M))
+    ds = ds.assign_coords(k=np.arange(1, n_singular + 1))
+    ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
+                    f0_max_abs=float(f0.abs().max()), device=str(dev))
+    return ds
+
+
+def deviation(s_module: np.ndarray, s_nqf: np.ndarray, s_target: Sequence[float]) -> np.ndarray:
+    """D = max over steps and k of |s_k,module - s_k,NQF| / s_k, per leading replica index.
+
+    Arrays are (..., step, k); the result has the leading shape.
+    """
+    s = np.asarray(s_target, float)
+    return np.max(np.abs(np.asarray(s_module) - np.asarray(s_nqf)) / s, axis=(-2, -1))
+
+
+def closure_recursion(form: StructureForm, y, W0, *, lr: float, steps: int, optimizer: str,
+                      momentum: float = 0.9, record_steps=None) -> xr.Dataset:
+    """M(t) of the trained NQF from Theorem 2 (gd) or Corollary 2 (momentum) alone.
+
+    ``y`` has shape (m, k) and the loss is normalised by the m samples, while
+    :func:`nqf.discrete_flow` normalises by the m k (sample, output) pairs: the same dynamics
+    with the learning rate multiplied by k (for momentum too: v scales by 1/k, eta v is equal).
+    Adam has no such closure (its update is not linear in the gradient).
+    """
+    from nqf.recursions import discrete_flow
+
+    y = np.asarray(y, float)
+    k = 1 if y.ndim == 1 else y.shape[1]
+    ds = discrete_flow(form, W0=np.asarray(W0, float), y=y.reshape(-1), lr=lr * k, steps=steps,
+                       optimizer=optimizer, momentum=momentum, record_steps=record_steps)
+    return ds.assign_coords(time=("step", lr * ds["step"].values.astype(float)))

@@ -1,0 +1,325 @@
+"""Experiment kind ``nqf_approximation``: each real module beside its NQF (paper Figure 2).
+
+For every architecture (MLP, CNN, QK-only head, MHA, MoE) the targets are the outputs of a
+width-r NQF teacher (r = 4 singular values in the paper) whose effective matrix E
+(nqf.effective) has singular values s_k; the
+module and its NQF start from the same Gaussian W0 (std sigma) and are trained side by side with
+the same optimizer (GD, Polyak momentum, Adam). Seeds and init scales of one architecture and
+optimizer are one tensor program (nqf.approximation). The recovered spectrum s_k(E(W(t))) / s_k
+of both is compared by D = max over t and k of |s_k,module - s_k,NQF| / s_k.
+
+Inputs are Gaussian with E|x|^2 = input_norm^2 per unit input (a token, a patch, or x): with
+input_norm = 1 a unit's pre-activation at the teacher's solution is O(sqrt(s_k)), which keeps
+the learned state inside the quadratic regime, so the small-init deviation measures the
+approximation and not the data scale. The QK head's f(0) = d Cr^T x_avg is not zero: the
+teacher shares the student's f(0), and the NQF is trained on y - f(0).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+import xarray as xr
+
+from nqf.approximation import deviation, train_side_by_side
+from nqf.architectures import ARCHITECTURES, UnitModule
+from nqf.effective import effective_matrix, teacher_weights
+from nqf.experiments.common import Claim, claims_dataset
+
+KIND = "nqf_approximation"
+TITLES = {"mlp": "MLP", "cnn": "CNN", "qk_head": "QK-only head", "mha": "MHA", "moe": "MoE"}
+# Where each module leaves its NQF: the first term Theorem 1 drops (for the summary notes).
+HIGHER_ORDER = {
+    "mlp": "tanh cubic term, error O(|W|^4)",
+    "cnn": "tanh cubic term per patch, error O(|W|^4)",
+    "qk_head": "softmax second order in the logits W^K^T W^Q, error O(|W|^4)",
+    "mha": "Q and K enter at quartic order through the softmax",
+    "moe": "gate tanh cubic term, error O(|W|^4)",
+}
+_DATA = ("architectures", "sizes", "n_samples", "n_outputs", "singular_values", "input_norm",
+         "data_seed")
+STAGE_KEYS = {
+    "data": _DATA,
+    "train": _DATA + ("optimizers", "lr", "steps", "init_scales", "seeds", "momentum", "n_record",
+                      "record_M_max_p", "dtype"),
+    "theory": ("singular_values",),
+    "fit": ("architectures", "optimizers", "init_scales", "singular_values", "tolerances"),
+    "figure": ("description", "architectures", "optimizers", "init_scales", "singular_values"),
+}
+
+
+def run_id(arch: str, optimizer: str) -> str:
+    return f"{arch}_{optimizer}"
+
+
+def runs(cfg: dict) -> list[str]:
+    """One run per architecture x optimizer; it holds every seed and init scale."""
+    return [run_id(a, o) for a in cfg["architectures"] for o in cfg["optimizers"]]
+
+
+def run_config(cfg: dict, run: str) -> dict:
+    """The keys one run reads: its architecture's sizes, learning rate and steps only."""
+    for arch in cfg["architectures"]:
+        for opt in cfg["optimizers"]:
+            if run_id(arch, opt) == run:
+                shared = ("n_samples", "n_outputs", "singular_values", "input_norm", "data_seed",
+                          "init_scales", "seeds", "momentum", "n_record", "record_M_max_p", "dtype")
+                return {"architecture": arch, "optimizer": opt, "size": cfg["sizes"][arch],
+                        "lr": cfg["lr"][arch][opt], "steps": cfg["steps"][arch],
+                        **{k: cfg[k] for k in shared}}
+    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+
+
+def build_module(arch: str, size: dict, n_outputs: int, data_seed: int) -> UnitModule:
+    """The float64 module of one architecture (its own parameters are never used: W is)."""
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in size.items()}
+    return ARCHITECTURES[arch].build(n_outputs=n_outputs, seed=data_seed, **kwargs)
+
+
+def unit_input_dim(module: UnitModule) -> int:
+    """Length of the vector one unit reads: a patch for the CNN, a token or x otherwise."""
+    kernel = getattr(module, "kernel", None)
+    return kernel[0] * kernel[1] if kernel is not None else module.D
+
+
+def _input_vars(arch: str, x) -> dict:
+    if isinstance(x, tuple):
+        q, X = (t.numpy() for t in x)
+        return {f"{arch}_query": (("sample", f"{arch}_feature"), q),
+                f"{arch}_context": (("sample", f"{arch}_feature", f"{arch}_token"), X)}
+    if x.ndim == 3:
+        return {f"{arch}_x": (("sample", f"{arch}_row", f"{arch}_col"), x.numpy())}
+    return {f"{arch}_x": (("sample", f"{arch}_feature"), x.numpy())}
+
+
+def inputs_of(data: xr.Dataset, arch: str):
+    """The inputs of one architecture stored by :func:`make_data`, as the module takes them."""
+    if f"{arch}_query" in data:
+        return (torch.as_tensor(data[f"{arch}_query"].values),
+                torch.as_tensor(data[f"{arch}_context"].values))
+    return torch.as_tensor(data[f"{arch}_x"].values)
+
+
+def make_data(cfg: dict) -> xr.Dataset:
+    """Per architecture: Gaussian inputs, the teacher W*, its E* and the targets f(0) + f_NQF*."""
+    m, k, s = cfg["n_samples"], cfg["n_outputs"], cfg["singular_values"]
+    variables: dict = {}
+    attrs = {"experiment_kind": KIND, "architectures": ",".join(cfg["architectures"]),
+             "data_seed": cfg["data_seed"]}
+    for arch in cfg["architectures"]:
+        module = build_module(arch, cfg["sizes"][arch], k, cfg["data_seed"])
+        gen = torch.Generator().manual_seed(cfg["data_seed"])
+        std = cfg["input_norm"] / math.sqrt(unit_input_dim(module))
+        x = module.sample_inputs(m, gen)
+        x = tuple(t * std for t in x) if isinstance(x, tuple) else x * std
+        W_star = teacher_weights(module, s, gen)
+        with torch.no_grad():
+            f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x)
+            y = f0 + module.structure(x).outputs(W_star).reshape(m, k)
+            E = effective_matrix(module, W_star)
+        for name, (dims, val) in _input_vars(arch, x).items():
+            variables[name] = (dims, val, {"units": "1", "long_name": f"{TITLES[arch]} inputs"})
+        variables[f"{arch}_y"] = (("sample", "output"), y.numpy(), {
+            "units": "1", "long_name": f"{TITLES[arch]} targets f(0) + Tr[W* W*^T A(x)]"})
+        variables[f"{arch}_f0"] = (("sample", "output"), f0.numpy(), {
+            "units": "1", "long_name": f"{TITLES[arch]} output at W = 0 (shared by teacher and student)"})
+        variables[f"{arch}_teacher_W"] = ((f"{arch}_param", "teacher_unit"), W_star.numpy(), {
+            "units": "1", "long_name": f"{TITLES[arch]} teacher unit weights W*"})
+        variables[f"{arch}_teacher_E"] = ((f"{arch}_E_row", f"{arch}_E_col"), E.numpy(), {
+            "units": "1", "long_name": f"{TITLES[arch]} teacher effective matrix E(W*)"})
+        if hasattr(module, "readout"):
+            variables[f"{arch}_readout"] = ((f"{arch}_feature", "output"), module.readout.numpy(), {
+                "units": "1", "long_name": "fixed readout Cr of the query-key head"})
+        attrs[f"{arch}_input_std"] = std
+        attrs[f"{arch}_size"] = json.dumps(cfg["sizes"][arch], sort_keys=True)
+    return xr.Dataset(variables, coords={"sample": np.arange(m), "output": np.arange(k),
+                                         "teacher_unit": np.arange(len(s))}, attrs=attrs)
+
+
+def structure(data: xr.Dataset) -> xr.Dataset:
+    """Lotka-Volterra coefficients of the teacher's modes (the structure stage of this kind).
+
+    The data matrices are never densified (p = 880 for MHA): with psi_a the normalised teacher
+    units, lambda_mu,a = psi_a^T A_mu psi_a comes from the factored form, r_a = (8/m) sum
+    lambda_mu,a (y_mu - f0_mu) and C_ab = (8/m) sum lambda_mu,a lambda_mu,b (sums over samples
+    and outputs, m samples). This is the GLV of Eq. 32 projected on the teacher's modes; its
+    fixed point r_a / C_aa is |w*_a|^2 when the modes decouple.
+    """
+    archs = data.attrs["architectures"].split(",")
+    n_modes = data.sizes["teacher_unit"]
+    m = data.sizes["sample"]
+    r = np.zeros((len(archs), n_modes))
+    C = np.zeros((len(archs), n_modes, n_modes))
+    unit_norm2 = np.zeros((len(archs), n_modes))
+    for i, arch in enumerate(archs):
+        module = build_module(arch, json.loads(data.attrs[f"{arch}_size"]), data.sizes["output"],
+                              int(data.attrs["data_seed"]))
+        _set_readout(module, data, arch)
+        x = inputs_of(data, arch)
+        W_star = torch.as_tensor(data[f"{arch}_teacher_W"].values)
+        norms = W_star.norm(dim=0)
+        lam = module.structure(x).outputs((W_star / norms).T[:, :, None]).numpy()
+        target = (data[f"{arch}_y"] - data[f"{arch}_f0"]).values.reshape(-1)
+        r[i] = 8.0 / m * lam @ target
+        C[i] = 8.0 / m * lam @ lam.T
+        unit_norm2[i] = norms.numpy() ** 2
+    return xr.Dataset(
+        {"r": (("arch", "mode"), r, {"units": "1", "long_name": "growth rate of teacher mode a, r_a = (8/m) sum lambda_mu,a (y_mu - f0_mu)"}),
+         "C": (("arch", "mode", "mode_j"), C, {"units": "1", "long_name": "interaction C_ab = (8/m) sum lambda_mu,a lambda_mu,b on the teacher modes"}),
+         "teacher_unit_norm2": (("arch", "mode"), unit_norm2, {"units": "1", "long_name": "|w*_a|^2, the teacher's z_a"})},
+        coords={"arch": archs, "mode": np.arange(n_modes), "mode_j": np.arange(n_modes)},
+        attrs={"experiment_kind": KIND})
+
+
+def _set_readout(module: UnitModule, data: xr.Dataset, arch: str) -> None:
+    """Use the data file's readout, so teacher, module and NQF share it by construction."""
+    if f"{arch}_readout" in data:
+        with torch.no_grad():
+            module.readout.copy_(torch.as_tensor(data[f"{arch}_readout"].values))
+
+
+def initial_weights(p: int, d: int, init_scales, seeds) -> torch.Tensor:
+    """W0 of shape (init scales x seeds, p, d): seed s gives one Gaussian G_s, scaled by each sigma."""
+    G = torch.stack([torch.randn(p, d, generator=torch.Generator().manual_seed(int(s)),
+                                 dtype=torch.float64) for s in seeds])
+    return torch.cat([float(sigma) * G for sigma in init_scales])
+
+
+def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
+    """The module and its NQF for every seed and init scale of one architecture x optimizer."""
+    rc = cfg if "architecture" in cfg else run_config(cfg, run)
+    arch, opt = rc["architecture"], rc["optimizer"]
+    module = build_module(arch, rc["size"], rc["n_outputs"], rc["data_seed"])
+    _set_readout(module, data, arch)
+    W0 = initial_weights(module.p, module.width, rc["init_scales"], rc["seeds"])
+    steps = int(rc["steps"])
+    dtype = torch.float64 if rc["dtype"] == "float64" else torch.float32
+    ds = train_side_by_side(module, inputs_of(data, arch), data[f"{arch}_y"].values, W0,
+                            lr=float(rc["lr"]), steps=steps, optimizer=opt,
+                            n_singular=len(rc["singular_values"]), momentum=rc["momentum"],
+                            record_steps=np.linspace(0, steps, rc["n_record"]).round().astype(int),
+                            record_M=module.p <= rc["record_M_max_p"], device=device, dtype=dtype)
+    index = pd.MultiIndex.from_product([np.asarray(rc["init_scales"], float), np.asarray(rc["seeds"])],
+                                       names=["init_scale", "seed"])
+    ds = ds.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "replica")).unstack("replica")
+    ds = ds.transpose("init_scale", "seed", "step", ...)
+    ds["init_scale"].attrs.update(units="1", long_name="std sigma of the Gaussian initial weights")
+    ds["k"].attrs.update(long_name="singular value index (1 = largest)")
+    ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, p=module.p, width=module.width,
+                    singular_values=list(rc["singular_values"]))
+    return ds
+
+
+def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """What s_k(t) must reach (the teacher's spectrum), and the projected GLV of the modes."""
+    s = np.asarray(cfg["singular_values"], float)
+    r, C = structure_ds["r"], structure_ds["C"]
+    diag = np.diagonal(C.values, axis1=-2, axis2=-1)
+    return xr.Dataset(
+        {"s_target": ("mode", s, {"units": "1", "long_name": "teacher singular values s_k"}),
+         "r": r, "C": C,
+         "z_end": (("arch", "mode"), r.values / diag, {"units": "1", "long_name": "end point r_a / C_aa of the decoupled projected GLV"}),
+         "learning_order": (("arch", "rank"), np.argsort(-r.values, axis=-1), {"long_name": "modes by decreasing r_a (order of ignition)"})},
+        coords={"arch": structure_ds["arch"].values, "mode": np.arange(s.size), "rank": np.arange(s.size)},
+        attrs={"experiment_kind": KIND})
+
+
+def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """D per architecture x optimizer x init scale x seed, and the two claims of Figure 2."""
+    archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
+    scales = np.asarray(cfg["init_scales"], float)
+    s = np.asarray(cfg["singular_values"], float)
+    tol = cfg["tolerances"]
+    seeds = run_ds[run_id(archs[0], opts[0])]["seed"].values
+    D = np.full((len(archs), len(opts), scales.size, seeds.size), np.nan)
+    for i, a in enumerate(archs):
+        for j, o in enumerate(opts):
+            run = run_ds[run_id(a, o)].sel(init_scale=scales)
+            D[i, j] = deviation(run["s_module"].values, run["s_nqf"].values, s)
+    D_max = D.max(axis=-1)
+    order = np.argsort(scales)
+    small, large = order[0], order[1:]
+    claims = []
+    for i, a in enumerate(archs):
+        for j, o in enumerate(opts):
+            d0 = float(D_max[i, j, small])
+            claims.append(Claim(
+                f"D({a} {o} sigma={scales[small]:g}) <= tolerance", 0.0, d0, tol["small_init_deviation"],
+                relative=False,
+                note=("max over t, k and seeds of |s_k,module - s_k,NQF| / s_k; NQF tracks the module"
+                      if d0 <= tol["small_init_deviation"] else
+                      f"MISS: the module leaves its NQF at the learned state ({HIGHER_ORDER[a]})")))
+            for l in large:
+                dl = float(D_max[i, j, l])
+                s1_init = float(run_ds[run_id(a, o)]["s_module"].sel(init_scale=scales[l])
+                                .isel(step=0, k=0).mean())
+                ok = dl >= tol["departure_ratio"] * d0
+                claims.append(Claim(
+                    f"D({a} {o} sigma={scales[l]:g}) >= {tol['departure_ratio']:g} D(sigma={scales[small]:g})",
+                    tol["departure_ratio"] * d0, dl, 0.0, kind="at_least",
+                    note=(f"ratio {dl / max(d0, 1e-300):.3g}; departure at large init ({HIGHER_ORDER[a]})" if ok else
+                          f"MISS: ratio {dl / max(d0, 1e-300):.3g}; {_miss_reason(a, s1_init, s[0])}")))
+    ds = xr.Dataset(
+        {"D": (("arch", "optimizer", "init_scale", "seed"), D, {"units": "1", "long_name": "max over t and k of |s_k,module - s_k,NQF| / s_k"}),
+         "D_max": (("arch", "optimizer", "init_scale"), D_max, {"units": "1", "long_name": "D, worst seed"})},
+        coords={"arch": archs, "optimizer": opts, "init_scale": scales, "seed": seeds},
+        attrs={"experiment_kind": KIND})
+    return xr.merge([ds, claims_dataset(claims)])
+
+
+def _miss_reason(arch: str, s1_init: float, s1: float) -> str:
+    """Why a large init did not take the module further from its NQF than learning did."""
+    where = (f"at the large init s_1(E(W0)) = {s1_init:.2g} against the teacher's s_1 = {s1:g}, so "
+             f"the module starts no further from its NQF than the learned state is ({HIGHER_ORDER[arch]})")
+    if arch == "qk_head":
+        return ("the logit matrix E = W^K^T W^Q / sqrt(d_k) is quadratic in the weights: " + where +
+                "; D is set by the learned state at both scales")
+    return where
+
+
+def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
+           paths, *, font_size: float = 9, dpi: int = 150) -> None:
+    """Figure 2: one block per init scale, rows optimizers, columns architectures; s_k(t)/s_k of
+    the module (coloured, solid) and of its NQF (black, dashed) for the first seed, D per panel."""
+    from nqf import plotting
+
+    archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
+    scales = list(map(float, cfg["init_scales"]))
+    s = np.asarray(cfg["singular_values"], float)
+    colors = plotting.mode_colors(s.size)
+    names = {"gd": "GD", "momentum": "momentum 0.9", "adam": "Adam"}
+    with plotting.style(font_size, dpi):
+        fig = plotting.plt.figure(figsize=(1.7 * len(archs) * len(scales) + 0.8, 1.55 * len(opts) + 1.2),
+                                  layout="constrained")
+        for block, sigma in zip(fig.subfigures(1, len(scales), wspace=0.04), scales):
+            axes = block.subplots(len(opts), len(archs), squeeze=False, sharex="col", sharey=True)
+            block.suptitle(f"init $\\sigma$ = {sigma:g}", fontsize=font_size + 1)
+            for j, o in enumerate(opts):
+                for i, a in enumerate(archs):
+                    ax = axes[j, i]
+                    run = run_ds[run_id(a, o)].sel(init_scale=sigma).isel(seed=0)
+                    for kk, col in enumerate(colors):
+                        ax.plot(run["step"], run["s_module"].values[:, kk] / s[kk], color=col,
+                                label=f"$k$ = {kk + 1}", **plotting.EXPERIMENT)
+                        ax.plot(run["step"], run["s_nqf"].values[:, kk] / s[kk], color="k", **plotting.THEORY)
+                    d = float(fit_ds["D_max"].sel(arch=a, optimizer=o, init_scale=sigma))
+                    ax.text(0.97, 0.04, f"D = {d:.2g}", transform=ax.transAxes, ha="right", va="bottom",
+                            fontsize=font_size - 2)
+                    ax.axhline(1.0, color="0.7", linewidth=0.6, zorder=0)
+                    ax.set_yscale("log")
+                    if j == 0:
+                        ax.set_title(TITLES[a])
+                    if j == len(opts) - 1:
+                        ax.set_xlabel("step")
+                    if i == 0:
+                        ax.set_ylabel(f"{names[o]}\n$\\hat s_k(t) / s_k$")
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        handles = handles[:s.size] + [plotting.plt.Line2D([], [], color="k", **plotting.THEORY)]
+        labels = [f"module, $k$ = {kk + 1}" for kk in range(s.size)] + ["NQF (every $k$)"]
+        fig.legend(handles, labels, loc="outside lower center", ncol=s.size + 1)
+        fig.suptitle(f"{cfg['description']}: recovered singular values, module solid, NQF dashed "
+                     "(first seed; D = max over t, k, seeds)", fontsize=font_size + 1)
+        plotting.save(fig, paths)

@@ -1,0 +1,232 @@
+"""Paper Figure 2: modules beside their NQFs, the exact closure of Theorem 2 / Corollary 2, and
+width invariance.
+
+Tolerances:
+* closure (GD, momentum) and width invariance: max |M_a(t) - M_b(t)| <= 1e-8 max |M(t)| in
+  float64 (both sides are exact recursions of the same map; rounding accumulates to ~1e-13);
+* batched vs one-at-a-time replicas: 1e-10 relative (the same arithmetic, batched);
+* Figure 2 claims on a small MLP: D(0.01) <= 0.05 and D(0.2) >= 5 D(0.01), as in the config.
+"""
+import numpy as np
+import pytest
+import torch
+
+import nqf
+from nqf.approximation import ModuleReplicas, closure_recursion, deviation, train_side_by_side
+from nqf.architectures import ARCHITECTURES
+from nqf.config import validate_config
+from nqf.effective import teacher_weights
+from nqf.experiments import nqf_approximation as na
+from nqf.experiments import run_config, stage_config
+from nqf.training import mse_per_replica
+
+F64 = torch.float64
+SMALL = {
+    "mlp": dict(D=5, width=6, n_outputs=3),
+    "cnn": dict(image=(4, 5), kernel=(2, 3), width=4, n_outputs=3),
+    "mha": dict(D=5, d_k=2, d_v=3, width=3, n_outputs=3, seq_len=4),
+    "qk_head": dict(D=5, d_k=2, width=2, n_outputs=3, seq_len=4),
+    "moe": dict(D=4, width=3, n_outputs=3),
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These tensors are tiny: extra BLAS threads only add overhead (10x on a loaded 2-core box)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def problem(name, m=40, seed=0):
+    """A small module, unit-norm inputs and targets of a rank-2 NQF teacher (with f(0))."""
+    module = ARCHITECTURES[name].build(**SMALL[name])
+    g = torch.Generator().manual_seed(seed)
+    x = module.sample_inputs(m, g)
+    std = 1.0 / np.sqrt(na.unit_input_dim(module))
+    x = tuple(t * std for t in x) if isinstance(x, tuple) else x * std
+    W_star = teacher_weights(module, [1.0, 0.5], g)
+    with torch.no_grad():
+        f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=F64), x)
+        y = f0 + module.structure(x).outputs(W_star).reshape(m, -1)
+    return module, x, y, f0
+
+
+def gaussian(shape, seed, std):
+    return std * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+
+
+def lr_for(form, W0, y):
+    """A stable step: 0.2 over the loss curvature scale at W0, 2 |K| tr(M0) + |H(W0)|, with
+    |K| = (4/m) sigma_max([vec A_mu])^2 the second-moment operator's norm."""
+    m = y.shape[0]
+    K = 4.0 / m * torch.linalg.matrix_norm(form.dense().flatten(1), ord=2) ** 2
+    H = form.weighted_sum((form.outputs(W0) - y.reshape(-1)) * 4.0 / m)
+    return 0.2 / float(2 * K * (W0 @ W0.T).trace() + torch.linalg.eigvalsh(H).abs().max())
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize("name", list(SMALL))
+def test_theorem2_recursion_reproduces_the_trained_nqf(name, optimizer):
+    module, x, y, f0 = problem(name)
+    form = module.structure(x)
+    W0 = gaussian((module.p, module.width), 1, 0.4)
+    lr = lr_for(form, W0, y - f0)
+    record = {}
+
+    def rec(model):
+        record.setdefault("mu", []).append(model.W.sum(-1)[0].clone())
+        return {"M": model.order_parameter()}
+
+    ds = nqf.train(nqf.QuadraticModel(form, W0, device="cpu"), y - f0, lr=lr, steps=300,
+                   optimizer=optimizer, record_steps=np.arange(0, 301, 30), record=rec)
+    M = ds["M"].values[0]
+    assert np.abs(M[-1] - M[0]).max() > 0.05 * np.abs(M[0]).max()  # the dynamics did something
+    exact = closure_recursion(form, (y - f0).numpy(), W0.numpy(), lr=lr, steps=300,
+                              optimizer=optimizer, record_steps=ds["step"].values)
+    assert np.abs(exact["M"].values - M).max() <= 1e-8 * np.abs(M).max()
+    assert np.allclose(exact["time"].values, ds["time"].values)
+    if optimizer == "gd":  # Theorem 2's mu update (v = 0 for ZGZ units: mu' = mu - eta H mu)
+        k = y.shape[1]
+        Ms, mus = nqf.sgd_moments(form, (y - f0).numpy().reshape(-1), M[0], W0.sum(-1).numpy(),
+                                  lr=lr * k, batches=[np.arange(form.m)] * 300, d=module.width)
+        mu = torch.stack(record["mu"]).numpy()
+        assert np.abs(mus[ds["step"].values] - mu).max() <= 1e-8 * np.abs(mu).max()
+        assert np.abs(Ms[ds["step"].values] - M).max() <= 1e-8 * np.abs(M).max()
+
+
+def widened(W0, d, seed):
+    """W0 Q^T with Q (d x d0) orthonormal columns: the same M = W W^T at width d."""
+    Q, _ = torch.linalg.qr(torch.randn(d, W0.shape[-1], generator=torch.Generator().manual_seed(seed),
+                                       dtype=F64))
+    return W0 @ Q.T
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum", "adam"])
+def test_two_widths_with_equal_M0_have_equal_M_under_gd_and_momentum_only(optimizer):
+    module, x, y, _ = problem("mlp")
+    W8 = gaussian((module.p, 8), 2, 0.3)
+    W512 = widened(W8, 512, 3)
+    assert torch.allclose(W8 @ W8.T, W512 @ W512.T, atol=1e-14)
+    out = []
+    for W0 in (W8, W512):
+        ds = nqf.train(nqf.QuadraticModel(module.structure(x), W0, device="cpu"), y, lr=0.5,
+                       steps=300, optimizer=optimizer, momentum=0.9, n_record=20)
+        out.append(ds["M"].values[0])
+    gap = np.abs(out[0] - out[1]).max() / np.abs(out[0]).max()
+    assert np.abs(out[0][-1] - out[0][0]).max() > 0.05 * np.abs(out[0][0]).max()
+    if optimizer == "adam":  # per-coordinate scaling is not rotation invariant: no closure on M
+        assert gap > 1e-3
+    else:
+        assert gap <= 1e-8
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "adam"])
+@pytest.mark.parametrize("name", ["mlp", "mha"])
+def test_replicas_trained_together_equal_replicas_trained_alone(name, optimizer):
+    module, x, y, _ = problem(name)
+    W0 = torch.cat([gaussian((1, module.p, module.width), s, 0.1) for s in range(3)])
+    kwargs = dict(lr=0.2 if optimizer == "gd" else 0.01, steps=40, optimizer=optimizer, n_singular=2,
+                  n_record=5, device="cpu")
+    together = train_side_by_side(module, x, y, W0, **kwargs)
+    for r in range(3):
+        alone = train_side_by_side(module, x, y, W0[r:r + 1], **kwargs)
+        for var in ("s_module", "s_nqf", "loss_module", "loss_nqf", "M_eig_nqf"):
+            assert np.allclose(together[var].values[r], alone[var].values[0], rtol=1e-10, atol=1e-14), var
+
+
+def test_batched_module_equals_forward_with_and_losses_share_normalisation():
+    module, x, y, f0 = problem("qk_head")
+    W0 = torch.cat([gaussian((1, module.p, module.width), s, 1e-3) for s in range(2)])
+    replicas = ModuleReplicas(module, x, W0)
+    assert [name for name, _ in replicas.named_parameters()] == ["W"]  # what the optimizer trains
+    batched = replicas()
+    for r in range(2):
+        assert torch.allclose(batched[r], module.forward_with(W0[r], x), rtol=1e-13, atol=1e-15)
+    # (1/m) sum over samples and outputs for both; f(0) != 0 for the QK head is handled
+    assert float(f0.abs().max()) > 0.1
+    nqf_model = nqf.QuadraticModel(module.structure(x), W0, device="cpu")
+    loss_nqf, _ = nqf_model.loss_and_grad(y - f0)
+    loss_mod = mse_per_replica(batched.detach(), y)
+    assert torch.allclose(loss_nqf, loss_mod, rtol=1e-6)  # equal up to the O(|W|^4) remainder
+    direct = ((nqf_model.form.outputs(W0) - (y - f0).reshape(-1)) ** 2).sum(-1) / y.shape[0]
+    assert torch.allclose(loss_nqf, direct, rtol=1e-14)
+
+
+def test_cnn_forward_is_the_stride_one_convolution():
+    module = ARCHITECTURES["cnn"].build(image=(5, 7), kernel=(4, 5), width=6, n_outputs=3)
+    x = module.sample_inputs(9, torch.Generator().manual_seed(0))
+    conv = torch.nn.functional.conv2d(x[:, None], module.K[:, None])
+    reference = torch.tanh(conv).sum(dim=(-2, -1)) @ module.V.T
+    assert torch.allclose(module(x), reference, rtol=1e-13, atol=1e-13)
+
+
+def tiny_config(**over):
+    base = {"kind": "nqf_approximation", "architectures": ["mlp"], "n_samples": 100, "n_outputs": 4,
+            "singular_values": [1.0, 0.5, 0.25], "seeds": [0, 1], "sizes": {"mlp": {"D": 10, "width": 64}},
+            "steps": {"mlp": 200}, "lr": {"mlp": {"adam": 0.002}}, "n_record": 51, **over}
+    return validate_config({"experiments": {"e": base}})["experiments"]["e"]
+
+
+def test_small_mlp_tracks_its_nqf_at_small_init_and_departs_at_large_init():
+    cfg = tiny_config()
+    assert na.runs(cfg) == ["mlp_gd", "mlp_momentum", "mlp_adam"]
+    data = na.make_data(stage_config(cfg, "data"))
+    structure = na.structure(data)
+    theory = na.theory(structure, stage_config(cfg, "theory"))
+    # decoupled teacher modes: the projected GLV ends at z_a = |w*_a|^2 = 2 s_a (phi'(0) = 1)
+    assert np.allclose(theory["z_end"].sel(arch="mlp"), 2 * np.asarray(cfg["singular_values"]), rtol=1e-10)
+    runs = {r: na.train_run(data, run_config(cfg, r), r, device="cpu") for r in na.runs(cfg)}
+    run = runs["mlp_gd"]
+    assert run["s_module"].dims == ("init_scale", "seed", "step", "k")
+    assert run["M_nqf"].shape == (2, 2, 51, 14, 14) and run["step"].values[-1] == 200
+    final = run["s_nqf"].sel(init_scale=0.01).isel(step=-1).values / cfg["singular_values"]
+    assert np.allclose(final, 1.0, atol=0.02)  # every mode learned
+    fit = na.fit(structure, theory, runs, stage_config(cfg, "fit"))
+    D = fit["D_max"]
+    assert float(D.sel(init_scale=0.01).max()) <= 0.05
+    assert np.all(D.sel(init_scale=0.2) >= 5 * D.sel(init_scale=0.01))
+    assert bool(np.all(fit["claim_passed"].values)) and fit.sizes["claim"] == 6
+    again = deviation(run["s_module"].values, run["s_nqf"].values, cfg["singular_values"])
+    assert np.allclose(fit["D"].sel(arch="mlp", optimizer="gd").values, again)
+
+
+def test_run_config_narrows_to_one_architecture_and_optimizer():
+    cfg = validate_config({"experiments": {"e": {"kind": "nqf_approximation"}}})["experiments"]["e"]
+    assert len(na.runs(cfg)) == 15 and "qk_head_momentum" in na.runs(cfg)
+    rc = run_config(cfg, "qk_head_momentum")
+    assert rc["architecture"] == "qk_head" and rc["optimizer"] == "momentum"
+    assert rc["lr"] == cfg["lr"]["qk_head"]["momentum"] and rc["size"] == cfg["sizes"]["qk_head"]
+    with pytest.raises(ValueError, match="not one of"):
+        na.run_config(cfg, "rnn_gd")
+
+
+def test_paper_config_has_the_papers_sizes():
+    from nqf.config import load_yaml
+
+    cfg = validate_config(load_yaml("config/paper.yaml"))["experiments"]["nqf_approximation"]
+    assert cfg["n_samples"] == 600 and cfg["n_outputs"] == 8 and cfg["init_scales"] == [0.01, 0.2]
+    assert cfg["singular_values"] == [1.0, 0.5, 0.25, 0.125] and len(cfg["seeds"]) >= 3
+    sizes = cfg["sizes"]
+    assert sizes["mlp"] == {"D": 20, "width": 64}
+    assert sizes["cnn"] == {"image": [5, 7], "kernel": [4, 5], "width": 64}
+    assert sizes["qk_head"] == {"D": 20, "d_k": 8, "seq_len": 16, "width": 1}
+    assert sizes["mha"] == {"D": 20, "d_k": 8, "d_v": 20, "seq_len": 16, "width": 4}
+
+
+def test_runs_of_different_architectures_open_as_one_dataset(tmp_path):
+    import xarray as xr
+
+    from nqf.netcdf import write_dataset
+
+    for name in ("mlp", "mha"):
+        module, x, y, _ = problem(name)
+        W0 = gaussian((2, module.p, module.width), 0, 0.1)
+        ds = train_side_by_side(module, x, y, W0, lr=0.1, steps=4, optimizer="gd", n_singular=2,
+                                n_record=3, record_M=name == "mlp", device="cpu")
+        write_dataset(ds, tmp_path / f"{name}_gd.nc", title="run")
+    # p and d differ between architectures: the outer join pads (the current default, made explicit)
+    runs = xr.open_mfdataset(str(tmp_path / "*.nc"), combine="nested", concat_dim="run", join="outer")
+    assert runs.sizes["run"] == 2 and "s_module" in runs and "time" in runs.coords
+    assert runs.sizes["row"] == ARCHITECTURES["mlp"].build(**SMALL["mlp"]).p  # only the mlp stores M

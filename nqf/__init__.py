@@ -31,3 +31,8 @@ __all__ += [
     "integrate_glv", "mflow", "mode_ignition_times", "predict", "predicted_seed_scatter",
     "sgd_moments", "staircase", "staircase_from_init", "theorem4", "theorem5", "theorem7", "theorem16",
 ]
+from nqf.scaling import (ExponentPrediction, PowerLawFit, count_drops, fit_power_law,  # noqa: E402
+                         power_law_test, predict_exponent, theory_window, window_sensitivity)
+
+__all__ += ["ExponentPrediction", "PowerLawFit", "count_drops", "fit_power_law", "power_law_test",
+            "predict_exponent", "theory_window", "window_sensitivity"]

@@ -93,6 +93,9 @@ def _check_modes(zeta, V, t_star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                          f"shapes {zeta.shape}, {V.shape}, {t_star.shape}.")
     if zeta.size < 3:
         raise ValueError(f"A power law needs at least 3 modes; got {zeta.size}.")
+    if np.any(~(zeta > 0)):
+        raise ValueError(f"Every mode of a power law must switch on (zeta_k > 0); modes "
+                         f"{(np.nonzero(~(zeta > 0))[0] + 1).tolist()} never do: leave them out.")
     if np.any(V < 0) or np.any(~np.isfinite(V)):
         raise ValueError("The target strengths V_k must be finite and non-negative.")
     return zeta, V, t_star

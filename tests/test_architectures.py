@@ -120,7 +120,7 @@ def test_one_unit_module_equals_unit_function(name):
     assert torch.allclose(module(x), vmap(module.unit, in_dims=(None, 0))(w, x), rtol=1e-12, atol=1e-13)
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "mha", "qk_head", "moe"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "mha", "qk_head", "qk_self_attention", "moe"])
 def test_additive_layers_sum_their_units(name):
     module, x = built(name)
     W = torch.randn(module.p, module.width, generator=rng(16), dtype=F64)

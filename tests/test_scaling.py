@@ -86,6 +86,8 @@ def test_window_refuses_bad_input():
         theory_window(k[::-1] * 1.0, k ** -0.5, k ** -2.0)
     with pytest.raises(ValueError, match="1-D"):
         predict_exponent(np.ones(5), np.ones(4), t_star=np.arange(5.0))
+    with pytest.raises(ValueError, match="never do"):
+        predict_exponent(np.array([1.0, 0.5, -0.1, 0.2]), np.ones(4), t_star=np.arange(1.0, 5.0))
     with pytest.raises(ValueError, match="t_star or both"):
         predict_exponent(k ** -0.5, k ** -2.0)
 

@@ -13,7 +13,7 @@ from nqf.architectures.cnn import OneLayerCNN
 from nqf.architectures.fourier import FourierMLP
 from nqf.architectures.mlp import TwoLayerMLP
 from nqf.architectures.moe import MixtureOfExperts
-from nqf.architectures.query_key import QueryKeyAttention, SingleHeadLogits
+from nqf.architectures.query_key import QueryKeyAttention, SelfAttentionReadout, SingleHeadLogits
 from nqf.architectures.registry import ARCHITECTURES, MODULES, QUADRATIC_MODELS
 from nqf.architectures.table3 import (BilinearSequence, DiagonalNet, DiagonalNetTwoFactor, LinearSSL,
                                       MatrixCompletion, MatrixSensing, PhaseRetrieval, QuadraticUnitModel,
@@ -35,6 +35,6 @@ __all__ = [
     "ACTIVATIONS", "ARCHITECTURES", "Activation", "Architecture", "BilinearSequence", "DiagonalNet",
     "DiagonalNetTwoFactor", "FourierMLP", "LinearSSL", "MODULES", "MatrixCompletion", "MatrixSensing",
     "MixtureOfExperts", "MultiHeadAttention", "OneLayerCNN", "PhaseRetrieval", "QUADRATIC_MODELS",
-    "QuadraticUnitModel", "QueryKeyAttention", "RectangularSensing", "SingleHeadLogits", "TiedQueryKey",
+    "QuadraticUnitModel", "QueryKeyAttention", "RectangularSensing", "SelfAttentionReadout", "SingleHeadLogits", "TiedQueryKey",
     "TwoLayerMLP", "UnitModule", "activation", "plot_structure_matrices", "unvec", "vec",
 ]

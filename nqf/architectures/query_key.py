@@ -148,3 +148,38 @@ class SingleHeadLogits(_FixedReadout):
 
     def unit_weights(self) -> Tensor:
         return torch.cat([self.WQ.T, self.WK.T], dim=0)
+
+
+class SelfAttentionReadout(QueryKeyAttention):
+    """Query-key-only self-attention on a sequence X (D x N), mean-pooled over query positions.
+
+    f_c(X) = sum_i (1/N) sum_n Cr[:, c]^T X softmax(X^T W^K_i^T W^Q_i x_n / sqrt(d_k)): every
+    token x_n queries the same sequence and the outputs are averaged (paper Fig. 7's attention
+    with a fixed readout vector, the image's rows as tokens). Units and parameter order are those
+    of :class:`QueryKeyAttention` (w_i = [vec W^Q_i; vec W^K_i]). The logit is linear in the
+    query, so averaging the queries averages A: A_c is Eq. 10 with x -> x_avg = X 1_N / N,
+    A_c = 1/(2 sqrt d_k) [[0, x_avg u_c^T (x) I_dk], [u_c x_avg^T (x) I_dk, 0]], u_c = Sigma_X Cr[:, c];
+    f(0) = d Cr^T x_avg is not zero. Inputs are sequences X of shape (m, D, N) only.
+    """
+
+    def forward(self, X: Tensor) -> Tensor:
+        keys = torch.einsum("hkd,mdn->mhkn", self.WK, X)
+        queries = torch.einsum("hkd,mdn->mhkn", self.WQ, X)
+        logits = torch.einsum("mhkq,mhkn->mhqn", queries, keys) / math.sqrt(self.d_k)
+        pooled = torch.softmax(logits, dim=-1).mean(-2)  # (m, heads, N): attention averaged over queries
+        return torch.einsum("dc,mdn,mhn->mc", self.readout, X, pooled)
+
+    def unit(self, w: Tensor, X: Tensor) -> Tensor:
+        n = self.d_k * self.D
+        WQ, WK = unvec(w[:n], self.d_k, self.D), unvec(w[n:], self.d_k, self.D)
+        attn = torch.softmax((X.T @ WQ.T) @ (WK @ X) / math.sqrt(self.d_k), dim=-1)  # (query, key)
+        return self.readout.T @ (X @ attn.mean(0))
+
+    def structure(self, X: Tensor) -> BlockBilinearForm:
+        n = self.d_k * self.D
+        left = (X.mean(-1) / math.sqrt(self.d_k))[:, None, None, :]
+        right = context_covariance_readout(X, self.readout)[:, :, None, :]
+        return BlockBilinearForm(self.p, (0, n), (n, 2 * n), left, right, q=self.d_k)
+
+    def sample_inputs(self, m: int, gen: torch.Generator) -> Tensor:
+        return torch.randn(m, self.D, self.seq_len, generator=gen, dtype=self.readout.dtype)

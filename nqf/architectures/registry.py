@@ -9,7 +9,7 @@ from nqf.architectures.cnn import OneLayerCNN
 from nqf.architectures.fourier import FourierMLP
 from nqf.architectures.mlp import TwoLayerMLP
 from nqf.architectures.moe import MixtureOfExperts
-from nqf.architectures.query_key import QueryKeyAttention, SingleHeadLogits
+from nqf.architectures.query_key import QueryKeyAttention, SelfAttentionReadout, SingleHeadLogits
 from nqf.architectures import table3 as t3
 
 _ENTRIES = [
@@ -19,6 +19,8 @@ _ENTRIES = [
     Architecture("cnn", "1-layer CNN, sum pool", "Prop. 6, Eq. 16", OneLayerCNN, z2=True),
     Architecture("mha", "multi-head attention", "Prop. 2, Eq. 8", MultiHeadAttention, z2=True),
     Architecture("qk_head", "query-key-only heads", "Prop. 3, Eq. 10", QueryKeyAttention, z2=True),
+    Architecture("qk_self_attention", "query-key self-attention, mean-pooled queries", "Prop. 3, Eq. 10",
+                 SelfAttentionReadout, z2=True),
     Architecture("single_head_logits", "single head, rows as units", "Prop. 4, Eq. 12", SingleHeadLogits, z2=True),
     Architecture("moe", "MoE, tanh gate, linear experts", "Prop. 5, Eq. 14", MixtureOfExperts, z2=True),
     Architecture("moe_tanh_expert", "MoE, tanh experts (A = 0)", "Prop. 5, Eq. 14",

@@ -26,7 +26,16 @@ _PACKAGES = ("numpy", "scipy", "torch", "xarray", "netCDF4", "matplotlib", "snak
 
 
 class ResultFileError(RuntimeError):
-    """A results file is missing, truncated, or was not written by nqf."""
+    """A results file is missing, truncated, or was not written by nqf.
+
+    ``path`` is the file; ``unusable`` is true when it exists but cannot serve as a result
+    (truncated, foreign, lacking variables), so that a workflow job may move it aside.
+    """
+
+    def __init__(self, message: str, path: os.PathLike | None = None, unusable: bool = False):
+        super().__init__(message)
+        self.path = Path(path) if path is not None else None
+        self.unusable = unusable
 
 
 def _version(package: str) -> str:
@@ -137,19 +146,20 @@ def open_result(path: str | os.PathLike, *, made_by: str | None = None,
     hint = f" (it is made by the rule '{made_by}'; delete it and rerun snakemake to regenerate it)" \
         if made_by else " (delete it and regenerate it)"
     if not path.exists():
-        raise ResultFileError(f"The results file {path} does not exist{hint}.")
+        raise ResultFileError(f"The results file {path} does not exist{hint}.", path)
     try:
         with xr.open_dataset(path, engine=ENGINE) as ds:
             ds = ds.load()
     except Exception as exc:  # netCDF4 raises OSError, ValueError, RuntimeError for bad files
         raise ResultFileError(f"The results file {path} cannot be read as NetCDF "
-                              f"({type(exc).__name__}: {exc}){hint}.") from exc
+                              f"({type(exc).__name__}: {exc}){hint}.", path, unusable=True) from exc
     if "nqf_version" not in ds.attrs:
         raise ResultFileError(f"The file {path} was not written by nqf (no 'nqf_version' "
-                              f"attribute){hint}.")
+                              f"attribute){hint}.", path, unusable=True)
     missing = [v for v in require if v not in ds.variables]
     if missing:
-        raise ResultFileError(f"The file {path} lacks the variable(s) {', '.join(missing)}{hint}.")
+        raise ResultFileError(f"The file {path} lacks the variable(s) {', '.join(missing)}{hint}.",
+                              path, unusable=True)
     return ds
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 
 from nqf.config import ConfigError
@@ -27,7 +28,24 @@ def job(log_path: str | None, name: str):
     try:
         yield log
     except USER_ERRORS as exc:
-        log.error("%s", exc)
-        print(f"nqf: {exc}", file=sys.stderr)
+        message = str(exc)
+        if isinstance(exc, ResultFileError):
+            message += set_aside(exc)
+        log.error("%s", message)
+        print(f"nqf: {message}", file=sys.stderr)
         raise SystemExit(1) from None
     log.info("done %s", name)
+
+
+def set_aside(exc: ResultFileError) -> str:
+    """Move an unusable input file under results/ aside (to ``<name>.unusable``), so that the next
+    snakemake call sees it missing and regenerates it; returns a sentence saying so."""
+    path = exc.path
+    if not (exc.unusable and path is not None and path.exists() and "results" in path.parts):
+        return ""
+    aside = path.with_name(path.name + ".unusable")
+    try:
+        os.replace(path, aside)
+    except OSError:
+        return ""
+    return f" It was moved aside to {aside}, so the next snakemake call regenerates it."

@@ -67,3 +67,22 @@ def test_same_config_twice_gives_identical_results(tmp_path):
                 xr.open_dataset(runs[1] / rel, engine="netcdf4") as b:
             # data variables and coordinates bit for bit; attributes hold timestamps
             xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
+
+
+def test_divergence_stops_or_is_recorded(tmp_path):
+    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    exp = cfg["experiments"]["featurewise"]
+    exp["lr"] = 10.0  # r_1 = 1: GD is stable only for lr < 2
+    cfg["experiments"] = {"featurewise": exp}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    stop = snakemake(tmp_path / "stop", "--configfile", str(path))
+    text = stop.stdout + stop.stderr
+    assert stop.returncode != 0
+    assert "nqf: Training diverged at step" in text and "lr < 2" in text
+    assert "Traceback" not in text
+    record = snakemake(tmp_path / "record", "--configfile", str(path), "--config", "on_divergence=record")
+    assert record.returncode == 0, record.stderr[-3000:]
+    rows = (tmp_path / "record" / "results" / "summary.csv").read_text().splitlines()
+    assert len(rows) == 2 and "run gd diverged" in rows[1] and "False" in rows[1]
+    assert (tmp_path / "record" / "results" / "figures" / "featurewise.png").exists()

@@ -1,14 +1,18 @@
-"""Rule figure: the experiment's figure as PDF and PNG."""
+"""Rule figure: the experiment's figure as PDF and PNG (or a notice if runs diverged)."""
 from pathlib import Path
 
 from nqf.experiments import kind_of
+from nqf.experiments.divergence import divergence_figure, diverged_runs
 from nqf.experiments.jobs import job
 from nqf.netcdf import open_result
 
 cfg, style = snakemake.params.cfg, snakemake.params.style  # noqa: F821
+paths = [snakemake.output.pdf, snakemake.output.png]  # noqa: F821
 with job(snakemake.log[0], "figure"):  # noqa: F821
     theory = open_result(snakemake.input.theory, made_by="theory")  # noqa: F821
     fit = open_result(snakemake.input.fit, made_by="fit")  # noqa: F821
     runs = {Path(p).stem: open_result(p, made_by="train") for p in snakemake.input.runs}  # noqa: F821
-    kind_of(cfg).figure(theory, fit, runs, cfg, [snakemake.output.pdf, snakemake.output.png],  # noqa: F821
-                        font_size=style["font_size"], dpi=style["dpi"])
+    if diverged_runs(runs):
+        divergence_figure(runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
+    else:
+        kind_of(cfg).figure(theory, fit, runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])

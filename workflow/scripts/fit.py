@@ -2,14 +2,19 @@
 from pathlib import Path
 
 from nqf.experiments import kind_of
+from nqf.experiments.divergence import divergence_fit, diverged_runs
 from nqf.experiments.jobs import job
 from nqf.netcdf import open_result, write_dataset
 
 cfg = snakemake.params.cfg  # noqa: F821
-with job(snakemake.log[0], "fit"):  # noqa: F821
+with job(snakemake.log[0], "fit") as log:  # noqa: F821
     structure = open_result(snakemake.input.structure, made_by="structure")  # noqa: F821
     theory = open_result(snakemake.input.theory, made_by="theory")  # noqa: F821
     runs = {Path(p).stem: open_result(p, made_by="train") for p in snakemake.input.runs}  # noqa: F821
-    ds = kind_of(cfg).fit(structure, theory, runs, cfg)
+    if diverged_runs(runs):
+        log.warning("runs %s diverged: fit skipped, one failing summary row each", sorted(diverged_runs(runs)))
+        ds = divergence_fit(runs)
+    else:
+        ds = kind_of(cfg).fit(structure, theory, runs, cfg)
     write_dataset(ds, snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf fits of experiment {snakemake.wildcards.exp}")  # noqa: F821

@@ -1,0 +1,82 @@
+"""What a sweep does when a training run diverges (the config's top-level ``on_divergence``).
+
+``stop`` (default): the training job fails with one sentence giving the step, the loss, and the
+largest stable learning rate the structure statistics predict. ``record``: the job writes the run
+marked diverged (attribute ``diverged = 1``) and the sweep goes on; the experiment's fit then holds
+one failing summary row per diverged run instead of its measurements, and its figure says which
+runs diverged instead of drawing partial results.
+"""
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from nqf.experiments.common import Claim, claims_dataset
+from nqf.training import TrainingDiverged
+
+POLICIES = ("stop", "record")
+
+
+def stable_lr_clause(data: xr.Dataset, cfg: dict) -> str:
+    """' The structure statistics predict ... lr < X ...' for the experiment's data, or '' if the
+    data have no shared-eigenbasis reduction to read it from (or it cannot be computed)."""
+    from nqf.experiments import kind_of
+    from nqf.stability import stability_hint
+
+    try:
+        kind = kind_of(cfg)
+        if hasattr(kind, "structure"):
+            ds = kind.structure(data)
+        else:
+            from nqf.experiments.common import form_from_dataset, structure_dataset
+            ds, _ = structure_dataset(form_from_dataset(data), data["y"].values)
+        if "C" not in ds or "z_final" not in ds or ds["C"].ndim != 2:
+            return ""
+        clause = stability_hint(ds["C"].values, ds["z_final"].values, str(cfg.get("optimizer", "gd")))
+    except Exception:  # the hint is a courtesy; never mask the divergence itself
+        return ""
+    return f" {clause}" if clause else ""
+
+
+def diverged_run(exc: TrainingDiverged, run: str, message: str) -> xr.Dataset:
+    """The file a diverged run leaves under ``on_divergence: record``."""
+    loss = np.atleast_1d(np.asarray(exc.loss, float))
+    return xr.Dataset(
+        {"loss_at_divergence": ("replica", loss, {"units": "1", "long_name": "training loss at the step it became non-finite"})},
+        coords={"replica": np.arange(loss.size)},
+        attrs={"diverged": 1, "diverged_step": int(exc.step), "lr": float(exc.lr), "run": run,
+               "divergence_message": message},
+    )
+
+
+def diverged_runs(runs: dict[str, xr.Dataset]) -> dict[str, xr.Dataset]:
+    """The runs marked diverged."""
+    return {name: ds for name, ds in runs.items() if int(ds.attrs.get("diverged", 0))}
+
+
+def divergence_fit(runs: dict[str, xr.Dataset]) -> xr.Dataset:
+    """A fit file holding one failing claim per diverged run (measured = the step it diverged)."""
+    claims = [Claim(f"run {name} diverged (recorded; fit skipped)", float("nan"),
+                    float(ds.attrs["diverged_step"]), 0.0, relative=False,
+                    note=str(ds.attrs.get("divergence_message", "")))
+              for name, ds in sorted(diverged_runs(runs).items())]
+    out = claims_dataset(claims)
+    out.attrs.update(diverged_runs=", ".join(sorted(diverged_runs(runs))),
+                     note="measurements skipped: at least one run diverged (on_divergence: record)")
+    return out
+
+
+def divergence_figure(runs: dict[str, xr.Dataset], cfg: dict, paths, *, font_size: float = 9,
+                      dpi: int = 150) -> None:
+    """A figure that says which runs diverged, instead of partial results."""
+    from nqf import plotting
+
+    lines = [f"{name}: diverged at step {int(ds.attrs['diverged_step'])} (lr = {float(ds.attrs['lr']):g})"
+             for name, ds in sorted(diverged_runs(runs).items())]
+    with plotting.style(font_size, dpi):
+        fig, ax = plotting.plt.subplots(figsize=(6.0, 1.2 + 0.25 * len(lines)))
+        ax.axis("off")
+        ax.text(0.0, 1.0, f"{cfg.get('description', cfg['kind'])}: not drawn, runs diverged\n"
+                "(on_divergence: record; lower the learning rate)\n\n" + "\n".join(lines),
+                va="top", ha="left", transform=ax.transAxes)
+        plotting.save(fig, paths)

@@ -72,3 +72,36 @@ def test_yaml_with_python_tags_is_refused(tmp_path):
     bad.write_text("experiments: !!python/object/apply:os.system ['echo pwned']\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_yaml(bad)
+
+
+def approximation(**keys):
+    base = {"kind": "nqf_approximation", "architectures": ["mlp"], "n_outputs": 4,
+            "singular_values": [1.0, 0.5], "sizes": {"mlp": {"D": 10, "width": 8}}}
+    return {"experiments": {"approx": {**base, **keys}}}
+
+
+@pytest.mark.parametrize("keys, key, words", [
+    ({"singular_values": [1.0, 0.5, 0.25, 0.1, 0.05]}, "experiments.approx.singular_values",
+     "no rank-5 teacher fits the mlp module"),
+    ({"sizes": {"mlp": {"D": 10, "width": 2}}}, "experiments.approx.singular_values",
+     "needs at least 3 units"),
+    ({"sizes": {"mlp": {"D": 2, "width": 8}}}, "experiments.approx.singular_values", "no rank-3 teacher"),
+])
+def test_inconsistent_sizes_are_refused_before_any_job(keys, key, words):
+    """A teacher rank above the width, the outputs or the inputs: refused by check_config."""
+    from nqf.experiments import check_config
+
+    cfg = approximation(**keys)
+    if "singular_values" not in keys:
+        cfg["experiments"]["approx"]["singular_values"] = [1.0, 0.5, 0.25]
+    with pytest.raises(ConfigError) as info:
+        check_config(validate_config(cfg))
+    msg = str(info.value)
+    assert f"'{key}'" in msg and words in msg and msg.count("\n") == 0
+
+
+def test_consistent_sizes_pass_check_config():
+    from nqf.experiments import check_config
+
+    check_config(validate_config(approximation()))
+    check_config(validate_config(load_yaml("config/config.yaml")))

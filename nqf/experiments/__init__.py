@@ -50,6 +50,18 @@ def run_config(exp_cfg: dict, run: str) -> dict:
     return stage_config(exp_cfg, "train")
 
 
+def check_config(cfg: dict) -> None:
+    """Cross-key checks a JSON schema cannot express (sizes that must fit together), run on a
+    validated config before any job starts. A kind lists its problems with ``check(exp_cfg)``
+    as (key path inside the experiment, sentence) pairs; the first becomes a ConfigError."""
+    from nqf.config import ConfigError
+
+    for exp_id, exp in cfg["experiments"].items():
+        kind = kind_of(exp)
+        for key, problem in (kind.check(exp) if hasattr(kind, "check") else []):
+            raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
+
+
 def run_ids(exp_cfg: dict) -> list[str]:
     """The run ids of an experiment."""
     return list(kind_of(exp_cfg).runs(exp_cfg))

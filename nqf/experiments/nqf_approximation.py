@@ -73,6 +73,34 @@ def run_config(cfg: dict, run: str) -> dict:
     raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
 
 
+RANK_ONE_UNITS = ("mlp", "mlp_gelu", "cnn", "moe")
+
+
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Sizes that must fit together: each module must build, and the rank-r teacher needs
+    r <= the student's width d, r <= the output dimension and r <= the input dimension."""
+    problems = []
+    r = len(cfg["singular_values"])
+    for arch in cfg["architectures"]:
+        try:
+            module = build_module(arch, cfg["sizes"][arch], cfg["n_outputs"], cfg["data_seed"])
+        except (ValueError, TypeError) as exc:
+            problems.append((f"sizes.{arch}", f"the {arch} module cannot be built: {exc}"))
+            continue
+        # A perceptron, CNN kernel or MoE expert unit adds one rank-one term to E; an attention
+        # head can add up to d_k (or d_v) of them, so only the former need r units.
+        if arch in RANK_ONE_UNITS and r > module.width:
+            problems.append(("singular_values", f"a rank-{r} teacher needs at least {r} units, but the "
+                             f"{arch} student has width {module.width}; shorten singular_values or "
+                             f"widen sizes.{arch}."))
+            continue
+        try:
+            teacher_weights(module, cfg["singular_values"], torch.Generator().manual_seed(0))
+        except ValueError as exc:
+            problems.append(("singular_values", f"no rank-{r} teacher fits the {arch} module: {exc}"))
+    return problems
+
+
 def build_module(arch: str, size: dict, n_outputs: int, data_seed: int) -> UnitModule:
     """The float64 module of one architecture (its own parameters are never used: W is)."""
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in size.items()}

@@ -13,6 +13,7 @@ try:
     if "experiments" not in config:  # no --configfile: the default, with --config overrides
         config.update(merge_overrides(load_yaml(DEFAULT_CONFIG), dict(config)))
     _validated = validate_config(config)
+    nqf_experiments.check_config(_validated)
 except ConfigError as _exc:
     raise WorkflowError(f"Invalid configuration: {_exc}") from None
 config.clear()

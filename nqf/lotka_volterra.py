@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from scipy.integrate import solve_ivp
 
-from nqf.forms import DenseForm, DiagonalForm, StructureForm
+from nqf.forms import DiagonalForm, StructureForm
 
 
 def lv_coefficients(lam, y) -> tuple[np.ndarray, np.ndarray]:

@@ -216,3 +216,16 @@ def test_plot_structure_matrices_writes_files(tmp_path):
     assert all(p.stat().st_size > 10_000 for p in paths)
     with pytest.raises(ValueError, match="unknown architectures"):
         nqf.architectures.plot_structure_matrices([tmp_path / "x.png"], names=["transformer"])
+
+
+def test_self_attention_readout_is_the_qk_head_at_the_mean_query():
+    """Eq. 10 with x -> x_avg: the logit is linear in the query, so mean-pooling the queries
+    averages A; same weights and readout give the same A to rounding (1e-13)."""
+    sa = ARCHITECTURES["qk_self_attention"].build(D=4, d_k=3, width=2, n_outputs=2, seq_len=5)
+    qk = ARCHITECTURES["qk_head"].build(D=4, d_k=3, width=2, n_outputs=2, seq_len=5)
+    qk.readout.copy_(sa.readout)
+    X = sa.sample_inputs(3, rng(21))
+    A_sa = sa.structure(X).dense()
+    A_qk = qk.structure((X.mean(-1), X)).dense()
+    assert float((A_sa - A_qk).abs().max()) <= 1e-13
+    assert float(A_sa.abs().max()) > 0.05

@@ -1,7 +1,6 @@
 """init_scaling: ignition time vs ln(1/eps) for every architecture, and the seed scatter."""
 import numpy as np
 import pytest
-import torch
 from scipy.special import polygamma
 
 import nqf

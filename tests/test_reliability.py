@@ -43,7 +43,7 @@ def test_unusable_input_is_named_and_regenerated(tmp_path, damage):
     text = broken.stdout + broken.stderr
     assert broken.returncode != 0
     # one sentence naming the file and the rule that makes it, no traceback from nqf
-    assert f"nqf: The " in text and "featurewise.nc" in text and "rule 'data'" in text
+    assert "nqf: The " in text and "featurewise.nc" in text and "rule 'data'" in text
     assert "moved aside" in text
     assert not data.exists() and data.with_name(data.name + ".unusable").exists()
     again = snakemake(work, "--configfile", str(cfg))

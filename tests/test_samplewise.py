@@ -1,6 +1,5 @@
 """Paper Figure 4: sample-wise staircase (Theorem 5, Eq. 47)."""
 import numpy as np
-import pytest
 
 from nqf.config import validate_config
 from nqf.experiments import samplewise

@@ -1,5 +1,4 @@
 """The Snakemake DAG end to end on config/test.yaml, through the snakemake CLI."""
-import copy
 import csv
 import re
 import subprocess
@@ -115,6 +114,6 @@ def test_bad_config_fails_before_any_job(tmp_path, change, key):
     proc = snakemake(tmp_path, "--configfile", str(cfg), check=False)
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert f"Invalid configuration: " in text and f"'{key}'" in text
+    assert "Invalid configuration: " in text and f"'{key}'" in text
     assert "Traceback" not in text
     assert not (tmp_path / "results").exists()

@@ -163,9 +163,11 @@ class SelfAttentionReadout(QueryKeyAttention):
     """
 
     def forward(self, X: Tensor) -> Tensor:
-        keys = torch.einsum("hkd,mdn->mhkn", self.WK, X)
-        queries = torch.einsum("hkd,mdn->mhkn", self.WQ, X)
-        logits = torch.einsum("mhkq,mhkn->mhqn", queries, keys) / math.sqrt(self.d_k)
+        # logits through each head's D x D matrix W^Q^T W^K: no (m, heads, d_k, N) intermediates,
+        # about d_k / D times fewer flops than forming queries and keys when d_k > D
+        QK = torch.einsum("hkd,hke->hde", self.WQ, self.WK)
+        right = torch.einsum("hde,men->mhdn", QK, X)
+        logits = torch.einsum("mdq,mhdn->mhqn", X, right) / math.sqrt(self.d_k)
         pooled = torch.softmax(logits, dim=-1).mean(-2)  # (m, heads, N): attention averaged over queries
         return torch.einsum("dc,mdn,mhn->mc", self.readout, X, pooled)
 

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from nqf.experiments import (collapse, competition, featurewise, init_scaling, nqf_approximation,
-                             samplewise)
+from nqf.experiments import (collapse, competition, featurewise, featurewise_powerlaw, init_scaling,
+                             fourier_powerlaw, nqf_approximation, samplewise, samplewise_powerlaw,
+                             teacher_student, deep, real_data)
 
 KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise, competition, collapse,
-                                                         nqf_approximation, init_scaling)}
+                                                         nqf_approximation, init_scaling,
+                                                         featurewise_powerlaw, samplewise_powerlaw, fourier_powerlaw,
+                                                         teacher_student, deep, real_data)}
 STAGES = ("data", "train", "theory", "fit", "figure")
 
 

@@ -1,0 +1,257 @@
+"""Experiment kind ``deep``: deep networks beside their 2-layer and 1-layer NQFs (paper Figure 8).
+
+Per architecture (4-layer tanh MLP 8 -> 16 -> 16 -> 16 -> 1; 2-layer single-head attention, input
+and hidden dim 8, length 10, output 1; nqf.deep) a teacher of the same architecture with fixed
+Gaussian weights (std teacher_std / sqrt(fan-in)) labels m_train Gaussian inputs; the network, its
+2-layer NQF (one NQF per block, Definition 2) and its 1-layer NQF (collapsed to match the network
+at step zero) share the init and the learning rate, full batch, for each optimizer. Init
+variances are read in the fan-in convention, W ~ N(0, var / fan-in) (see the schema).
+
+Comparison metric: the escape step t of each model, the first step at which its train loss falls
+below ``window_fraction`` of its initial value (the first descent from the small-weight plateau,
+which is what an NQF of small weights describes; afterwards the network keeps learning beyond
+any quadratic expansion), and D = |t_model / t_deep - 1|, worst seed. Loss ratios near a sharp
+drop would amplify tiny shifts in time; the escape step compares the clocks directly.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+import xarray as xr
+
+from nqf.deep import build_deep, train_deep_trio
+from nqf.experiments.common import Claim, claims_dataset
+from nqf.training import log_step_grid
+
+KIND = "deep"
+TITLES = {"mlp": "4-layer MLP", "attention": "2-layer attention"}
+MODELS = ("deep", "nqf2", "nqf1")
+TEACHER_SEED_OFFSET = 1_000_003
+LABELS = {"deep": "original", "nqf2": "2-layer NQF", "nqf1": "1-layer NQF"}
+COLORS = {"deep": "k", "nqf2": "C1", "nqf1": "C4"}
+_DATA = ("architectures", "sizes", "n_train", "n_test", "teacher_std", "data_seed")
+STAGE_KEYS = {
+    "data": _DATA,
+    "train": _DATA + ("optimizers", "lr", "steps", "init_variances", "seeds", "n_record", "momentum"),
+    "theory": ("architectures",),
+    "fit": ("architectures", "optimizers", "init_variances", "window_fraction", "tolerances"),
+    "figure": ("description", "architectures", "optimizers", "init_variances"),
+}
+
+
+def run_id(arch: str, optimizer: str) -> str:
+    return f"{arch}_{optimizer}"
+
+
+def runs(cfg: dict) -> list[str]:
+    """One run per architecture x optimizer; it holds every init variance and seed."""
+    return [run_id(a, o) for a in cfg["architectures"] for o in cfg["optimizers"]]
+
+
+def run_config(cfg: dict, run: str) -> dict:
+    for a in cfg["architectures"]:
+        for o in cfg["optimizers"]:
+            if run_id(a, o) == run:
+                shared = ("n_train", "n_test", "teacher_std", "data_seed", "seeds", "n_record", "momentum")
+                return {"architecture": a, "optimizer": o, "size": cfg["sizes"][a], "lr": cfg["lr"][a][o],
+                        "steps": cfg["steps"][a][o], "init_variances": cfg["init_variances"][a],
+                        **{k: cfg[k] for k in shared}}
+    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+
+
+def make_data(cfg: dict) -> xr.Dataset:
+    """Per architecture: train and test inputs, the teacher's weights and targets."""
+    variables, attrs = {}, {"experiment_kind": KIND, "architectures": ",".join(cfg["architectures"]),
+                            "data_seed": cfg["data_seed"], "teacher_std": cfg["teacher_std"]}
+    for a in cfg["architectures"]:
+        model = build_deep(a, cfg["sizes"][a])
+        # the teacher's stream is offset from the students' init seeds (seed 0 must not be the teacher)
+        gen = torch.Generator().manual_seed(TEACHER_SEED_OFFSET + cfg["data_seed"])
+        W = model.init(1, cfg["teacher_std"], gen, fan_in=True)
+        for split, m in (("train", cfg["n_train"]), ("test", cfg["n_test"])):
+            x = model.sample_inputs(m, gen)
+            with torch.no_grad():
+                y = model.forward(W, x)[0, :, 0]
+            dims = (f"{split}_sample",) + tuple(f"{a}_x_dim{i}" for i in range(1, x.ndim))
+            variables[f"{a}_x_{split}"] = (dims, x.numpy(), {"units": "1", "long_name": f"{TITLES[a]} {split} inputs (standard Gaussian)"})
+            variables[f"{a}_y_{split}"] = (f"{split}_sample", y.numpy(), {"units": "1", "long_name": f"{TITLES[a]} teacher output on the {split} inputs"})
+        for l, w in enumerate(W):
+            variables[f"{a}_teacher_W{l}"] = ((f"{a}_W{l}_row", f"{a}_W{l}_col"), w[0].numpy(), {
+                "units": "1", "long_name": f"{TITLES[a]} teacher weight tensor {l}"})
+        attrs[f"{a}_size"] = repr(cfg["sizes"][a])
+    return xr.Dataset(variables, attrs=attrs)
+
+
+def structure(data: xr.Dataset) -> xr.Dataset:
+    """One-mode GLV of the 1-layer NQF f_1 = v U x (x_avg for attention) on the training set.
+
+    Its structure matrix is A = 1/2 [[0, x], [x^T, 0]] per output (Prop. 1 with phi'(0) = 1), so
+    Y = (4/m) sum y A has top eigenvector psi = [beta_hat; 1] / sqrt(2), beta = (1/m) sum y x,
+    lambda_mu = psi^T A_mu psi = beta_hat . x_mu / 2, r = (8/m) sum lambda_mu y_mu = 4 |beta| and
+    C = (8/m) sum lambda_mu^2. The deep models have no such single mode (they are quartic at 0).
+    """
+    archs = data.attrs["architectures"].split(",")
+    r, C, var = (np.zeros(len(archs)) for _ in range(3))
+    for i, a in enumerate(archs):
+        x = data[f"{a}_x_train"].values
+        x = x.mean(-1) if x.ndim == 3 else x
+        y = data[f"{a}_y_train"].values
+        beta = x.T @ y / y.size
+        lam = x @ (beta / np.linalg.norm(beta)) / 2
+        r[i], C[i], var[i] = 8.0 / y.size * lam @ y, 8.0 / y.size * lam @ lam, y.var()
+    return xr.Dataset(
+        {"r": ("arch", r, {"units": "1", "long_name": "growth rate of the 1-layer NQF's top mode, r = 4 |(1/m) sum y x|"}),
+         "C": ("arch", C, {"units": "1", "long_name": "self-interaction of that mode, C = (8/m) sum lambda_mu^2"}),
+         "target_variance": ("arch", var, {"units": "1", "long_name": "variance of the training targets"})},
+        coords={"arch": archs}, attrs={"experiment_kind": KIND})
+
+
+def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """No closed form for deep NQFs: the comparison is model against model (stores the loss scale)."""
+    return structure_ds.copy().assign_attrs(experiment_kind=KIND, note="no closed-form prediction for deep NQFs")
+
+
+def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
+    """The network, its 2-layer and 1-layer NQFs for every init variance x seed of one run."""
+    rc = cfg if "architecture" in cfg else run_config(cfg, run)
+    a, opt = rc["architecture"], rc["optimizer"]
+    model = build_deep(a, rc["size"])
+    xtr, xte = (torch.as_tensor(data[f"{a}_x_{s}"].values) for s in ("train", "test"))
+    ytr, yte = (torch.as_tensor(data[f"{a}_y_{s}"].values)[:, None] for s in ("train", "test"))
+    per_seed = [model.init(1, 1.0, torch.Generator().manual_seed(int(s)), fan_in=True) for s in rc["seeds"]]
+    G = [torch.cat([w[l] for w in per_seed]) for l in range(len(per_seed[0]))]
+    variances = np.asarray(rc["init_variances"], float)
+    W0 = [torch.cat([math.sqrt(v) * g for v in variances]) for g in G]
+    steps = int(rc["steps"])
+    res = train_deep_trio(model, W0, xtr, ytr, xte, yte, lr=float(rc["lr"]), steps=steps, optimizer=opt,
+                          record_steps=log_step_grid(steps, int(rc["n_record"])), momentum=rc["momentum"])
+    index = pd.MultiIndex.from_product([variances, np.asarray(rc["seeds"])], names=["init_variance", "seed"])
+    ds = xr.Dataset(coords={"step": res["step"], "replica": np.arange(len(index))})
+    ds = ds.assign_coords(time=("step", float(rc["lr"]) * res["step"].astype(float), {"units": "1", "long_name": "eta * step"}))
+    for split in ("train", "test"):
+        for n in MODELS:
+            ds[f"{split}_{n}"] = (("replica", "step"), res[f"{split}_{n}"], {
+                "units": "1", "long_name": f"{LABELS[n]} {split} MSE (1/m) sum (f - y)^2 (NaN after divergence)"})
+    ds = ds.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "replica")).unstack("replica")
+    ds = ds.transpose("init_variance", "seed", "step")
+    ds["init_variance"].attrs.update(units="1", long_name="init variance var (weights N(0, var / fan-in))")
+    ds.attrs.update(run=run, experiment_kind=KIND, architecture=a, optimizer=opt, lr=float(rc["lr"]), steps=steps)
+    return ds
+
+
+def escape_step(loss: np.ndarray, steps: np.ndarray, fraction: float) -> np.ndarray:
+    """First step at which the loss falls below ``fraction`` of its initial value, interpolated
+    linearly in ln(loss) between recorded steps; inf if never (or after divergence, NaN loss).
+
+    ``loss`` is (..., step); returns the leading shape.
+    """
+    loss = np.asarray(loss, float)
+    steps = np.asarray(steps, float)
+    target = np.log(fraction * loss[..., :1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ll = np.log(loss)
+    flat, tflat = ll.reshape(-1, ll.shape[-1]), target.reshape(-1)
+    out = np.full(flat.shape[0], np.inf)
+    for i, (row, t) in enumerate(zip(flat, tflat)):  # one pass per replica over ~100 recorded steps
+        below = np.nonzero(row < t)[0]
+        if below.size == 0 or np.isnan(row[:below[0] + 1]).any():
+            continue
+        j = below[0]
+        if j == 0:
+            out[i] = steps[0]
+            continue
+        out[i] = steps[j - 1] + (steps[j] - steps[j - 1]) * (row[j - 1] - t) / (row[j - 1] - row[j])
+    return out.reshape(loss.shape[:-1])
+
+
+def escape_deviation(loss: np.ndarray, ref: np.ndarray, steps: np.ndarray, fraction: float) -> np.ndarray:
+    """|t_model / t_deep - 1| of the escape steps (:func:`escape_step`); inf if the model never
+    escapes, NaN if the network itself never escapes within the run (no clock to compare with)."""
+    t_m, t_ref = escape_step(loss, steps, fraction), escape_step(ref, steps, fraction)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.where(np.isfinite(t_m), np.abs(t_m / t_ref - 1.0), np.inf)
+    return np.where(np.isfinite(t_ref), d, np.nan)
+
+
+def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """D for each model x architecture x optimizer x init variance (worst seed), and the claims."""
+    archs, opts, tol = list(cfg["architectures"]), list(cfg["optimizers"]), cfg["tolerances"]
+    frac = float(cfg["window_fraction"])
+    D = np.full((2, len(archs), len(opts), 2), np.nan)
+    claims = []
+    for i, a in enumerate(archs):
+        small, large = sorted(cfg["init_variances"][a])[:2]
+        for j, o in enumerate(opts):
+            run = run_ds[run_id(a, o)]
+            for k, v in enumerate((small, large)):
+                r = run.sel(init_variance=v)
+                for n_i, n in enumerate(("nqf2", "nqf1")):
+                    D[n_i, i, j, k] = escape_deviation(r[f"train_{n}"].values, r["train_deep"].values,
+                                                       run["step"].values, frac).max()
+            d2s, d1s, d2l, d1l = D[0, i, j, 0], D[1, i, j, 0], D[0, i, j, 1], D[1, i, j, 1]
+            where = f"{a} {o}"
+            if np.isnan(D[:, i, j]).any():
+                claims.append(Claim(f"{where}: the network escapes its plateau within the run", 1.0, 0.0, 0.0,
+                                    kind="at_least", note="MISS: the network's train loss never fell below "
+                                    f"{frac:g} x its initial value; raise steps.{a}.{o}"))
+                continue
+            claims.append(Claim(f"{where} var={small:g}: D(2-layer NQF) <= tolerance", 0.0, d2s, tol["agree"],
+                                relative=False,
+                                note=(f"|t_2NQF / t_deep - 1| of the escape step (train loss below {frac:g} x initial), worst seed; "
+                                      + ("the 2-layer NQF tracks the network" if d2s <= tol["agree"] else
+                                         "MISS: the block NQFs' O(|W|^4) error is not small at this init"))))
+            for name, d, what in (("1-layer NQF", d1s, f"var={small:g}"), ("2-layer NQF", d2l, f"var={large:g}"),
+                                  ("1-layer NQF", d1l, f"var={large:g}")):
+                d = d if np.isfinite(d) else float(np.finfo(float).max)  # never escaped or diverged: departed
+                ok = d >= tol["departure_ratio"] * d2s
+                claims.append(Claim(
+                    f"{where} {what}: D({name}) >= {tol['departure_ratio']:g} D(2-layer NQF, var={small:g})",
+                    tol["departure_ratio"] * d2s, d, 0.0, kind="at_least",
+                    note=(f"ratio {d / max(d2s, 1e-300):.3g}" + (" (never escaped within the run, or diverged)" if d == np.finfo(float).max else "")
+                          + ("" if ok else "; MISS: " + ("the 1-layer NQF's two factors escape the plateau on nearly the same clock as the network at this optimizer"
+                                                         if "1-layer" in name and what.endswith(f"{small:g}") else
+                                                         "at this init the network stays close to its NQFs over the first descent")))))
+    ds = xr.Dataset(
+        {"D": (("model", "arch", "optimizer", "init"), D, {"units": "1", "long_name": "|t_model / t_deep - 1| of the escape step of the train loss, worst seed (inf: never escaped)"})},
+        coords={"model": ["nqf2", "nqf1"], "arch": archs, "optimizer": opts, "init": ["small", "large"]},
+        attrs={"experiment_kind": KIND, "window_fraction": frac})
+    return xr.merge([ds, claims_dataset(claims)])
+
+
+def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
+           paths, *, font_size: float = 9, dpi: int = 150) -> None:
+    """Figure 8: rows architecture x optimizer, columns small / large init; train loss solid,
+    test loss dashed, for the original (black), 2-layer NQF (orange), 1-layer NQF (purple); first seed."""
+    from nqf import plotting
+
+    archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
+    names = {"gd": "GD", "momentum": "momentum", "adam": "Adam"}
+    rows = [(a, o) for a in archs for o in opts]
+    with plotting.style(font_size, dpi):
+        fig, axes = plotting.plt.subplots(len(rows), 2, figsize=(6.4, 2.0 * len(rows) + 0.8), squeeze=False,
+                                          layout="constrained")
+        for r, (a, o) in enumerate(rows):
+            run = run_ds[run_id(a, o)]
+            for c, v in enumerate(sorted(cfg["init_variances"][a])[:2]):
+                ax = axes[r, c]
+                sel = run.sel(init_variance=v).isel(seed=0)
+                step = np.maximum(sel["step"].values, 0) + 1
+                for n in MODELS:
+                    ax.plot(step, sel[f"train_{n}"], color=COLORS[n], label=f"{LABELS[n]} train", **plotting.EXPERIMENT)
+                    ax.plot(step, sel[f"test_{n}"], color=COLORS[n], label=f"{LABELS[n]} test", **plotting.THEORY)
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+                d2 = float(fit_ds["D"].sel(model="nqf2", arch=a, optimizer=o, init=["small", "large"][c]))
+                d1 = float(fit_ds["D"].sel(model="nqf1", arch=a, optimizer=o, init=["small", "large"][c]))
+                ax.set_title(f"{TITLES[a]}, {names[o]}, var {v:g}\n$D_2$ = {d2:.2g}, $D_1$ = {d1:.2g}", fontsize=font_size)
+                if c == 0:
+                    ax.set_ylabel("MSE")
+                if r == len(rows) - 1:
+                    ax.set_xlabel("step + 1")
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=3)
+        fig.suptitle(f"{cfg['description']}: train (solid) and test (dashed) loss, first seed")
+        plotting.save(fig, paths)

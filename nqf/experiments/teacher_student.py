@@ -1,0 +1,364 @@
+"""Experiment kind ``teacher_student``: a module beside its NQF under online SGD (paper Figure 6).
+
+Per architecture (the 20 -> 100 -> 1 tanh MLP, and the QK-only attention with 4 heads, D = 16,
+N = 10, d_k = 8 and a fixed Gaussian readout c) a teacher of the same architecture labels fresh
+Gaussian inputs; a student module and its NQF f(0) + Tr[W W^T A(x)] start from the same
+W0 ~ N(0, eps^2) and take online SGD steps on the same minibatch (fresh every step, drawn from a
+per-seed generator). Seeds are a leading replica axis of one tensor program.
+
+Teacher: the same module with Gaussian unit weights, std ``teacher_std`` per entry (App. C:
+"standard Gaussian", teacher_std = 1), or std teacher_std / sqrt(fan-in) with ``teacher_fan_in``
+(the modules' own default initialisation); the QK head's readout c is fixed and shared by teacher
+and students. With unit-variance weights the MLP teacher's outputs have std ~ 10 and those of the
+QK head ~ 9, which sets how fast the NQF's top mode ignites (see ``theory``).
+
+Parting: on a fixed probe set, rel(t) = RMS(f_module - f_NQF) / RMS(f_module); the parting step
+is the first step with rel > ``threshold`` (5%), per seed. Also recorded: the same ratio for the
+learned parts (f - f(0)), and the probe MSE of both against the teacher.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+import torch
+import xarray as xr
+from torch.func import vmap
+
+from nqf.architectures import ARCHITECTURES, UnitModule
+from nqf.experiments.common import Claim, claims_dataset
+
+KIND = "teacher_student"
+TEACHER_SEED_OFFSET = 1_000_003
+TITLES = {"mlp": "MLP 20-100-1 (tanh)", "qk_head": "QK-only attention (4 heads)"}
+_DATA = ("architectures", "sizes", "teacher_std", "teacher_fan_in", "n_probe", "data_seed")
+STAGE_KEYS = {
+    "data": _DATA,
+    "train": _DATA + ("lr", "steps", "batch_size", "init_std", "seeds", "threshold"),
+    "theory": ("architectures", "lr", "init_std", "sizes"),
+    "fit": ("architectures", "threshold", "tolerances"),
+    "figure": ("description", "architectures", "threshold"),
+}
+log = logging.getLogger("nqf.train")
+
+
+def runs(cfg: dict) -> list[str]:
+    """One run per architecture; it holds every seed."""
+    return list(cfg["architectures"])
+
+
+def run_config(cfg: dict, run: str) -> dict:
+    """The keys one run reads: its architecture's size, learning rate and steps."""
+    if run not in cfg["architectures"]:
+        raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+    shared = ("teacher_std", "teacher_fan_in", "n_probe", "data_seed", "batch_size", "init_std",
+              "seeds", "threshold")
+    return {"architecture": run, "size": cfg["sizes"][run], "lr": cfg["lr"][run],
+            "steps": cfg["steps"][run], **{k: cfg[k] for k in shared}}
+
+
+def build_module(arch: str, size: dict, data_seed: int) -> UnitModule:
+    """The float64 student/teacher module (one output); its readout (QK head) comes from data_seed."""
+    return ARCHITECTURES[arch].build(n_outputs=1, seed=data_seed, **size)
+
+
+def teacher_weights(module: UnitModule, std: float, fan_in: bool, gen: torch.Generator) -> torch.Tensor:
+    """Teacher unit weights W* (p x d): N(0, std^2) per entry, or N(0, std^2 / fan-in) of each
+    block (the module's own initialisation) when ``fan_in``."""
+    W = torch.randn(module.p, module.width, generator=gen, dtype=torch.float64) * std
+    if fan_in:  # the readout v of an MLP unit reads the d hidden units; every other block reads x
+        start = 0
+        for name, n in module.blocks():
+            W[start:start + n] /= math.sqrt(module.width if name == "v" else module.D)
+            start += n
+    return W
+
+
+def _inputs_vars(arch: str, x) -> dict:
+    if isinstance(x, tuple):
+        q, X = (t.numpy() for t in x)
+        return {f"{arch}_probe_query": (("probe", f"{arch}_feature"), q),
+                f"{arch}_probe_context": (("probe", f"{arch}_feature", f"{arch}_token"), X)}
+    return {f"{arch}_probe_x": (("probe", f"{arch}_feature"), x.numpy())}
+
+
+def probe_inputs(data: xr.Dataset, arch: str):
+    """The probe inputs of one architecture, as the module takes them."""
+    if f"{arch}_probe_query" in data:
+        return (torch.as_tensor(data[f"{arch}_probe_query"].values),
+                torch.as_tensor(data[f"{arch}_probe_context"].values))
+    return torch.as_tensor(data[f"{arch}_probe_x"].values)
+
+
+def _module_for(data: xr.Dataset, arch: str, size: dict) -> UnitModule:
+    module = build_module(arch, size, int(data.attrs["data_seed"]))
+    if f"{arch}_readout" in data:
+        with torch.no_grad():
+            module.readout.copy_(torch.as_tensor(data[f"{arch}_readout"].values))
+    return module
+
+
+def make_data(cfg: dict) -> xr.Dataset:
+    """Per architecture: the teacher W*, the fixed readout (QK head), probe inputs and targets."""
+    variables: dict = {}
+    attrs = {"experiment_kind": KIND, "architectures": ",".join(cfg["architectures"]),
+             "data_seed": cfg["data_seed"], "teacher_std": cfg["teacher_std"],
+             "teacher_fan_in": int(cfg["teacher_fan_in"])}
+    for arch in cfg["architectures"]:
+        module = build_module(arch, cfg["sizes"][arch], cfg["data_seed"])
+        # offset from the students' init seeds, so that no student starts along the teacher
+        gen = torch.Generator().manual_seed(TEACHER_SEED_OFFSET + cfg["data_seed"])
+        W_star = teacher_weights(module, cfg["teacher_std"], cfg["teacher_fan_in"], gen)
+        x = module.sample_inputs(cfg["n_probe"], gen)
+        with torch.no_grad():
+            y = module.forward_with(W_star, x)
+            f0 = module.forward_with(torch.zeros_like(W_star), x)
+        for name, (dims, val) in _inputs_vars(arch, x).items():
+            variables[name] = (dims, val, {"units": "1", "long_name": f"{TITLES[arch]} probe inputs (standard Gaussian)"})
+        variables[f"{arch}_probe_y"] = ("probe", y[:, 0].numpy(), {"units": "1", "long_name": f"{TITLES[arch]} teacher output on the probe set"})
+        variables[f"{arch}_probe_f0"] = ("probe", f0[:, 0].numpy(), {"units": "1", "long_name": f"{TITLES[arch]} output at W = 0 on the probe set"})
+        variables[f"{arch}_teacher_W"] = ((f"{arch}_param", f"{arch}_unit"), W_star.numpy(), {
+            "units": "1", "long_name": f"{TITLES[arch]} teacher unit weights W* (p x d)"})
+        if hasattr(module, "readout"):
+            variables[f"{arch}_readout"] = ((f"{arch}_feature", "output"), module.readout.numpy(), {
+                "units": "1", "long_name": "fixed Gaussian readout c, shared by teacher and students"})
+        attrs[f"{arch}_size"] = str(cfg["sizes"][arch])
+    return xr.Dataset(variables, coords={"probe": np.arange(cfg["n_probe"]), "output": [0]}, attrs=attrs)
+
+
+def structure(data: xr.Dataset) -> xr.Dataset:
+    """The NQF's top mode on the probe set, per architecture (the structure stage of this kind).
+
+    Y = (4/m) sum_mu (y_mu - f0_mu) A(x_mu) (the population average, estimated on the probe
+    set); psi its top eigenvector, lambda_mu = psi^T A(x_mu) psi, and the one-mode GLV
+    coefficients r = (8/m) sum lambda_mu (y_mu - f0_mu) = 2 psi^T Y psi, C = (8/m) sum lambda_mu^2.
+    """
+    import ast
+
+    archs = data.attrs["architectures"].split(",")
+    r, C, gamma = (np.zeros(len(archs)) for _ in range(3))
+    for i, arch in enumerate(archs):
+        module = _module_for(data, arch, ast.literal_eval(data.attrs[f"{arch}_size"]))
+        x = probe_inputs(data, arch)
+        target = torch.as_tensor((data[f"{arch}_probe_y"] - data[f"{arch}_probe_f0"]).values)
+        form = module.structure(x)
+        m = target.numel()
+        Y = form.weighted_sum(4.0 / m * target)
+        evals, evecs = torch.linalg.eigh(0.5 * (Y + Y.T))
+        psi = evecs[:, -1]
+        lam = form.outputs(psi[:, None])
+        r[i] = float(8.0 / m * lam @ target)
+        C[i] = float(8.0 / m * lam @ lam)
+        gamma[i] = float(evals[-1])
+    return xr.Dataset(
+        {"r": ("arch", r, {"units": "1", "long_name": "growth rate of the NQF's top mode, r = 2 psi^T Y psi"}),
+         "C": ("arch", C, {"units": "1", "long_name": "self-interaction of the top mode, C = (8/m) sum lambda_mu^2"}),
+         "gamma": ("arch", gamma, {"units": "1", "long_name": "top eigenvalue of Y = (4/m) sum (y - f0) A"})},
+        coords={"arch": archs}, attrs={"experiment_kind": KIND})
+
+
+def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """Ignition step of the NQF's top mode (Theorems 6/8 on the one-mode GLV, half saturation):
+    t* = ln(r / (C z0)) / r with z0 = E[psi^T W0 W0^T psi] = eps^2 d, in steps t* / lr."""
+    archs = list(structure_ds["arch"].values)
+    r, C = structure_ds["r"].values, structure_ds["C"].values
+    z0 = np.array([cfg["init_std"] ** 2 * ARCHITECTURES[a].build(n_outputs=1, **cfg["sizes"][a]).width
+                   for a in archs])
+    lr = np.array([cfg["lr"][a] for a in archs], float)
+    t_star = np.log(r / (C * z0)) / r
+    return xr.Dataset(
+        {"r": structure_ds["r"], "C": structure_ds["C"],
+         "z0": ("arch", z0, {"units": "1", "long_name": "initial z of the top mode, eps^2 d"}),
+         "ignition_step": ("arch", t_star / lr, {"units": "step", "long_name": "predicted ignition (half saturation) step of the NQF's top mode, ln(r/(C z0)) / (r lr)"})},
+        coords={"arch": archs}, attrs={"experiment_kind": KIND})
+
+
+def _stack_inputs(xs):
+    if isinstance(xs[0], tuple):
+        return tuple(torch.stack([x[i] for x in xs]) for i in range(len(xs[0])))
+    return torch.stack(xs)
+
+
+def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torch.Tensor, probe,
+                              *, lr: float, steps: int, batch_size: int, seeds, threshold: float,
+                              progress_seconds: float = 10.0) -> xr.Dataset:
+    """Online SGD of the module and its NQF from the same W0 (R, p, d), R = len(seeds).
+
+    Every step draws a fresh minibatch per seed (generator seeded by the seed, so a seed's
+    stream does not depend on the others), labels it with the teacher W*, and takes one SGD step
+    of both models on it; loss (1/B) sum (f - y)^2. Records at every step, on the probe set:
+    ``rel_output`` = RMS(f_module - f_NQF) / RMS(f_module), ``rel_learned`` (the same for f - f(0)),
+    ``probe_loss_module``, ``probe_loss_nqf``, and the minibatch losses; ``parting_step`` is the
+    first step with rel_output > threshold (-1 if none).
+    """
+    R = W0.shape[0]
+    Wm = W0.clone().requires_grad_()
+    Wn = W0.clone().requires_grad_()
+    opt = torch.optim.SGD([Wm, Wn], lr=lr)
+    f_mod = vmap(module.forward_with, in_dims=(0, 0))
+    f_nqf = vmap(module.nqf_outputs, in_dims=(0, 0))
+    p_mod = vmap(module.forward_with, in_dims=(0, None))
+    p_nqf = vmap(module.nqf_outputs, in_dims=(0, None))
+    gens = [torch.Generator().manual_seed(10_000 + int(s)) for s in seeds]
+    with torch.no_grad():
+        y_probe = module.forward_with(W_star, probe)
+        f0_probe = module.forward_with(torch.zeros_like(W_star), probe)
+    names = ("rel_output", "rel_learned", "probe_loss_module", "probe_loss_nqf", "batch_loss_module",
+             "batch_loss_nqf")
+    rec = {n: np.full((R, steps + 1), np.nan) for n in names}
+    t0 = last = time.perf_counter()
+    for step in range(steps + 1):
+        with torch.no_grad():
+            pm, pn = p_mod(Wm, probe), p_nqf(Wn, probe)
+            diff = (pm - pn).pow(2).mean((1, 2)).sqrt()
+            rec["rel_output"][:, step] = (diff / pm.pow(2).mean((1, 2)).sqrt()).numpy()
+            rec["rel_learned"][:, step] = (diff / (pm - f0_probe).pow(2).mean((1, 2)).sqrt()).numpy()
+            rec["probe_loss_module"][:, step] = (pm - y_probe).pow(2).mean((1, 2)).numpy()
+            rec["probe_loss_nqf"][:, step] = (pn - y_probe).pow(2).mean((1, 2)).numpy()
+        if step == steps:
+            break
+        x = _stack_inputs([module.sample_inputs(batch_size, g) for g in gens])
+        with torch.no_grad():
+            y = vmap(module.forward_with, in_dims=(None, 0))(W_star, x)
+        opt.zero_grad(set_to_none=True)
+        lm = (f_mod(Wm, x) - y).pow(2).mean((1, 2))
+        ln = (f_nqf(Wn, x) - y).pow(2).mean((1, 2))
+        rec["batch_loss_module"][:, step] = lm.detach().numpy()
+        rec["batch_loss_nqf"][:, step] = ln.detach().numpy()
+        if not bool(torch.isfinite(lm).all() and torch.isfinite(ln).all()):
+            from nqf.training import TrainingDiverged
+            raise TrainingDiverged(step, (lm + ln).detach().numpy(), lr, f" of the {type(module).__name__}")
+        (lm.sum() + ln.sum()).backward()
+        opt.step()
+        now = time.perf_counter()
+        if now - last >= progress_seconds:
+            last = now
+            log.info("step %d/%d, probe loss module %.4g, NQF %.4g, %.1f s elapsed", step + 1, steps,
+                     rec["probe_loss_module"][:, step].mean(), rec["probe_loss_nqf"][:, step].mean(), now - t0)
+    log.info("trained %d online SGD steps in %.2f s", steps, time.perf_counter() - t0)
+    parted = rec["rel_output"] > threshold
+    parting = np.where(parted.any(1), parted.argmax(1), -1)
+    ds = xr.Dataset(coords={"seed": np.asarray(seeds), "step": np.arange(steps + 1)})
+    long = {"rel_output": "RMS over the probe set of (f_module - f_NQF) / RMS of f_module",
+            "rel_learned": "RMS over the probe set of (f_module - f_NQF) / RMS of (f_module - f(0))",
+            "probe_loss_module": "module MSE against the teacher on the probe set",
+            "probe_loss_nqf": "NQF MSE against the teacher on the probe set",
+            "batch_loss_module": "module minibatch loss before the step",
+            "batch_loss_nqf": "NQF minibatch loss before the step"}
+    for n in names:
+        ds[n] = (("seed", "step"), rec[n], {"units": "1", "long_name": long[n]})
+    ds["parting_step"] = ("seed", parting, {"units": "step", "long_name": f"first step with rel_output > {threshold:g} (-1: none)"})
+    ds["time"] = ("step", lr * np.arange(steps + 1.0), {"units": "1", "long_name": "SGD time eta * step"})
+    ds.attrs.update(lr=lr, steps=steps, batch_size=batch_size, threshold=threshold)
+    return ds
+
+
+def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
+    """Module and NQF of one architecture for every seed (CPU float64: the step is tiny)."""
+    rc = cfg if "architecture" in cfg else run_config(cfg, run)
+    arch = rc["architecture"]
+    module = _module_for(data, arch, rc["size"])
+    W_star = torch.as_tensor(data[f"{arch}_teacher_W"].values)
+    W0 = torch.stack([float(rc["init_std"]) * torch.randn(module.p, module.width, dtype=torch.float64,
+                                                         generator=torch.Generator().manual_seed(int(s)))
+                      for s in rc["seeds"]])
+    ds = train_online_side_by_side(module, W_star, W0, probe_inputs(data, arch), lr=float(rc["lr"]),
+                                   steps=int(rc["steps"]), batch_size=int(rc["batch_size"]),
+                                   seeds=rc["seeds"], threshold=float(rc["threshold"]))
+    ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, p=module.p, width=module.width,
+                    init_std=float(rc["init_std"]))
+    return ds
+
+
+def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """Parting step per seed, its mean and std, and the claims of Figure 6."""
+    archs, tol = list(cfg["architectures"]), cfg["tolerances"]
+    seeds = run_ds[archs[0]]["seed"].values
+    parting = np.stack([run_ds[a]["parting_step"].values.astype(float) for a in archs])
+    steps = np.array([run_ds[a].sizes["step"] - 1 for a in archs], float)
+    parting = np.where(parting < 0, np.nan, parting)  # never parted within the run
+    claims = []
+    for i, a in enumerate(archs):
+        p = parting[i]
+        ign = float(theory_ds["ignition_step"].sel(arch=a))
+        never = np.isnan(p).all()
+        first = float(np.nanmin(p)) if not never else steps[i]
+        mean, std = (float(np.nanmean(p)), float(np.nanstd(p))) if not never else (math.nan, math.nan)
+        note = (f"parting step {mean:.1f} +- {std:.1f} over {p.size} seeds (first step with "
+                f"RMS(f_module - f_NQF)/RMS(f_module) > {cfg['threshold']:g}); predicted NQF ignition "
+                f"step {ign:.1f}" if not never else
+                f"module and NQF never parted within {steps[i]:.0f} steps")
+        ok = first >= tol["min_agree_steps"]
+        claims.append(Claim(
+            f"{a}: min over seeds of the parting step >= {tol['min_agree_steps']}", tol["min_agree_steps"],
+            first, 0.0, kind="at_least",
+            note=note if ok else "MISS (paper: agree for ~100 steps): " + note + (
+                "; the module parts from its NQF once the NQF's top mode ignites: with the teacher's "
+                "targets this large the ignition comes before step 100 (see teacher_std, teacher_fan_in)")))
+        cv = std / mean if not never and mean > 0 else math.nan
+        claims.append(Claim(
+            f"{a}: parting step std / mean over seeds <= {tol['parting_cv']:g}", tol["parting_cv"], cv, 0.0,
+            kind="at_most", note=note if not never else "no parting step to compare across seeds"))
+    ds = xr.Dataset(
+        {"parting_step": (("arch", "seed"), parting, {"units": "step", "long_name": f"first step with rel_output > {cfg['threshold']:g} (NaN: none)"}),
+         "parting_mean": ("arch", _nan_stat(np.nanmean, parting), {"units": "step", "long_name": "mean parting step over seeds (seeds that parted)"}),
+         "parting_std": ("arch", _nan_stat(np.nanstd, parting), {"units": "step", "long_name": "std of the parting step over seeds (seeds that parted)"}),
+         "ignition_step": theory_ds["ignition_step"]},
+        coords={"arch": archs, "seed": seeds}, attrs={"experiment_kind": KIND})
+    return xr.merge([ds, claims_dataset(claims)])
+
+
+def _nan_stat(fn, a: np.ndarray) -> np.ndarray:
+    """fn over the last axis ignoring NaN; NaN (without a warning) for all-NaN rows."""
+    return np.array([fn(row) if np.isfinite(row).any() else np.nan for row in a])
+
+
+def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
+           paths, *, font_size: float = 9, dpi: int = 150) -> None:
+    """Figure 6: per architecture, probe MSE of module (solid) and NQF (dashed) with +-1 std bands
+    over seeds (top), and their relative output difference with the threshold and the parting
+    step (bottom); the dotted line is the predicted ignition step of the NQF's top mode."""
+    from nqf import plotting
+
+    archs = list(cfg["architectures"])
+    with plotting.style(font_size, dpi):
+        fig, axes = plotting.plt.subplots(2, len(archs), figsize=(3.6 * len(archs), 5.0), squeeze=False,
+                                          sharex="col", layout="constrained")
+        for i, a in enumerate(archs):
+            run = run_ds[a]
+            step = run["step"].values[1:]
+            for name, col, style, label in (("probe_loss_module", "C0", plotting.EXPERIMENT, "module"),
+                                            ("probe_loss_nqf", "k", plotting.THEORY, "NQF")):
+                v = run[name].values[:, 1:]
+                mu, sd = v.mean(0), v.std(0)
+                axes[0, i].plot(step, mu, color=col, label=label, **style)
+                axes[0, i].fill_between(step, np.maximum(mu - sd, mu * 1e-3), mu + sd, color=col, alpha=0.2, linewidth=0)
+            rel = run["rel_output"].values[:, 1:]
+            mu, sd = rel.mean(0), rel.std(0)
+            axes[1, i].plot(step, mu, color="C3", label="module vs NQF", **plotting.EXPERIMENT)
+            axes[1, i].fill_between(step, np.maximum(mu - sd, 1e-12), mu + sd, color="C3", alpha=0.2, linewidth=0)
+            axes[1, i].axhline(cfg["threshold"], color="0.4", linewidth=0.8, label=f"threshold {cfg['threshold']:g}")
+            pm, ps = float(fit_ds["parting_mean"].sel(arch=a)), float(fit_ds["parting_std"].sel(arch=a))
+            ign = float(theory_ds["ignition_step"].sel(arch=a))
+            for ax in axes[:, i]:
+                if math.isfinite(pm):
+                    ax.axvline(pm, color="C3", **plotting.IGNITION)
+                    ax.axvspan(max(pm - ps, 1), pm + ps, color="C3", alpha=0.1, linewidth=0)
+                if math.isfinite(ign) and ign > 0:
+                    ax.axvline(ign, color="k", linestyle=":", linewidth=0.9)
+                ax.set_xscale("log")
+            axes[0, i].set_yscale("log")
+            axes[1, i].set_yscale("log")
+            axes[0, i].set_title(TITLES.get(a, a) + (f"\nparting step {pm:.0f} $\\pm$ {ps:.0f}" if math.isfinite(pm) else "\nno parting"))
+            axes[1, i].set_xlabel("online SGD step")
+            if i == 0:
+                axes[0, i].set_ylabel("probe MSE vs teacher")
+                axes[1, i].set_ylabel("RMS($f_{mod} - f_{NQF}$) / RMS($f_{mod}$)")
+        axes[0, 0].plot([], [], color="k", linestyle=":", linewidth=0.9, label="NQF ignition (Thm 8)")
+        axes[0, 0].plot([], [], color="C3", label="parting step $\\pm$ std", **plotting.IGNITION)
+        axes[0, 0].legend(loc="lower left")
+        axes[1, 0].legend(loc="upper left")
+        fig.suptitle(f"{cfg['description']}: mean $\\pm$ 1 std over {run_ds[archs[0]].sizes['seed']} seeds")
+        plotting.save(fig, paths)

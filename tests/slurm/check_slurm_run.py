@@ -1,0 +1,137 @@
+"""Checks of a workflow run through SLURM (called by tests/slurm/run_slurm_test.sh).
+
+1. Every job the dry run planned ran inside a SLURM job: snakemake's log names the SLURM job id
+   and log file of every submission; each such job was allocated and exited 0 according to
+   slurmctld's own log; and the union of the outputs the jobs' SLURM logs report covers every
+   planned output (a grouped SLURM job runs several snakemake jobs and reports all of them).
+2. The SLURM run's results equal a local run's: the same NetCDF files, each data variable and
+   coordinate equal by xarray.testing.assert_allclose (attrs such as history differ), and the
+   same summary.csv rows and verdicts.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+# Both runs execute the same code on the same inputs on the same host; the only freedom is the
+# order of floating-point reductions (thread count of a SLURM job vs a local job), a relative
+# effect of ~1e-13 in float64 that the training dynamics amplify by at most a few orders of
+# magnitude near an ignition. rtol = 1e-6 leaves that room and still catches any real change
+# (a different seed, step count or config key changes results at the percent level).
+RTOL, ATOL = 1e-6, 1e-12
+
+SUBMITTED = re.compile(r"Job (\S+) has been submitted with SLURM jobid (\d+) \(log: (.+?)\)\.?$",
+                       re.M)
+OUTPUT_LINE = re.compile(r"^\s+output: (.+)$", re.M)
+ALLOCATED = re.compile(r"(?:sched: Allocate JobId=|_start_job: Started JobId=)(\d+)")
+EXIT_OK = re.compile(r"_job_complete: JobId=(\d+) WEXITSTATUS 0\b")
+
+
+def outputs(text: str) -> set[str]:
+    """Output files named by snakemake's job descriptions ("    output: a, b") in a log."""
+    found = set()
+    for line in OUTPUT_LINE.findall(text):
+        found.update(p.strip() for p in line.split(",") if p.strip())
+    return found
+
+
+def check_jobs(plan_log: Path, snakemake_log: Path, slurmctld_log: Path) -> list[str]:
+    planned = outputs(plan_log.read_text())
+    if not planned:
+        return [f"the dry run in {plan_log} planned no job"]
+    text = snakemake_log.read_text()
+    submissions = SUBMITTED.findall(text)
+    errors = []
+    if not submissions:
+        return [f"{snakemake_log} records no SLURM submission"]
+    slurm_ids = [sid for _, sid, _ in submissions]
+    if len(set(slurm_ids)) != len(slurm_ids):
+        errors.append(f"SLURM job ids repeat: {slurm_ids}")
+    ctld = slurmctld_log.read_text()
+    allocated, exited_ok = set(ALLOCATED.findall(ctld)), set(EXIT_OK.findall(ctld))
+    ran_under_slurm: set[str] = set()
+    for job, sid, logfile in submissions:
+        if sid not in allocated:
+            errors.append(f"slurmctld never allocated SLURM job {sid} (snakemake job {job})")
+        if sid not in exited_ok:
+            errors.append(f"SLURM job {sid} (snakemake job {job}) did not exit 0 in slurmctld's log")
+        path = Path(logfile)
+        if not path.is_file():
+            errors.append(f"SLURM log {path} of job {sid} is missing")
+            continue
+        body = path.read_text(errors="replace")
+        if not outputs(body):
+            errors.append(f"SLURM log {path} of job {sid} names no output")
+        ran_under_slurm |= outputs(body)
+    missing = planned - ran_under_slurm
+    if missing:
+        errors.append(f"{len(missing)} planned outputs were not made in a SLURM job: {sorted(missing)[:10]}")
+    print(f"jobs: {len(planned)} planned outputs, {len(submissions)} SLURM jobs submitted, "
+          f"all allocated and exited 0 per slurmctld: {not any('slurmctld' in e or 'exit 0' in e for e in errors)}, "
+          f"outputs made under SLURM: {len(planned & ran_under_slurm)}/{len(planned)}")
+    return errors
+
+
+def check_results(slurm_run: Path, local_run: Path) -> list[str]:
+    res_s, res_l = slurm_run / "results", local_run / "results"
+    files_s = {p.relative_to(res_s) for p in res_s.rglob("*.nc")}
+    files_l = {p.relative_to(res_l) for p in res_l.rglob("*.nc")}
+    errors = []
+    if files_s != files_l:
+        errors.append(f"NetCDF files differ: only SLURM {sorted(map(str, files_s - files_l))}, "
+                      f"only local {sorted(map(str, files_l - files_s))}")
+    if not files_l:
+        errors.append(f"no NetCDF file under {res_l}")
+    identical = 0
+    for rel in sorted(files_s & files_l):
+        with xr.open_dataset(res_s / rel) as a, xr.open_dataset(res_l / rel) as b:
+            a, b = a.load(), b.load()
+            try:
+                xr.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
+            except AssertionError as exc:
+                errors.append(f"{rel}: SLURM and local results differ:\n{str(exc)[:2000]}")
+                continue
+            identical += a.drop_attrs().identical(b.drop_attrs())
+    with open(res_s / "summary.csv") as fs, open(res_l / "summary.csv") as fl:
+        rows_s, rows_l = list(csv.DictReader(fs)), list(csv.DictReader(fl))
+    key = lambda r: (r["experiment"], r["quantity"])  # noqa: E731
+    if sorted(map(key, rows_s)) != sorted(map(key, rows_l)):
+        errors.append("summary.csv rows differ between the SLURM and the local run")
+    else:
+        by_key = {key(r): r for r in rows_l}
+        for r in rows_s:
+            other = by_key[key(r)]
+            if r["passed"] != other["passed"]:
+                errors.append(f"summary.csv {key(r)}: passed {r['passed']} (SLURM) vs {other['passed']} (local)")
+            for col in ("predicted", "measured"):
+                x, y = float(r[col]), float(other[col])
+                if not np.isclose(x, y, rtol=RTOL, atol=ATOL, equal_nan=True):
+                    errors.append(f"summary.csv {key(r)} {col}: {x} (SLURM) vs {y} (local)")
+    print(f"results: {len(files_s & files_l)} NetCDF files compared (rtol {RTOL}, atol {ATOL}), "
+          f"{identical} bitwise identical in data; {len(rows_s)} summary rows compared")
+    return errors
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", type=Path, required=True, help="log of the dry run (planned jobs)")
+    ap.add_argument("--slurm-run", type=Path, required=True, help="workdir of the SLURM run")
+    ap.add_argument("--snakemake-log", type=Path, required=True, help="stdout+stderr of the SLURM run")
+    ap.add_argument("--slurmctld-log", type=Path, required=True, help="slurmctld's log file")
+    ap.add_argument("--local-run", type=Path, required=True, help="workdir of the local run")
+    args = ap.parse_args(argv)
+    errors = check_jobs(args.plan, args.snakemake_log, args.slurmctld_log)
+    errors += check_results(args.slurm_run, args.local_run)
+    for e in errors:
+        print("ERROR:", e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

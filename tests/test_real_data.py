@@ -1,0 +1,160 @@
+"""Paper Figure 7 (kind real_data): the digit loader, the NQF of each module on real images, and
+a tiny training run through the stage functions.
+
+Tolerances:
+* standardisation: per-pixel mean 0 and std 1 over the training set to 1e-12 (exact formula,
+  float64 rounding);
+* small-weight expansion: every module is even in each unit's weights (Z2), so
+  f(eps G) - f(0) = Tr[M A] + O(eps^4) while Tr[M A] = O(eps^2): the relative error falls as eps^2,
+  by 100 per decade of eps. We require a factor in [50, 200] between eps = 1e-2 and 1e-3 (the next
+  term changes it by O(eps^2) relative; float64 rounding of the O(eps^2 |x|^2) outputs is 1e-10
+  of the error at eps = 1e-3) and a relative error below 1e-2 at eps = 1e-2;
+* least-squares floor: the NQF parametrisation E(W) is onto, so E* written as unit weights must
+  give the floor back to 1e-9 relative (one linear solve, condition number well below 1e4).
+"""
+import numpy as np
+import pytest
+import torch
+
+from nqf.config import validate_config
+from nqf.datasets import load_digit_task, odd_even_targets
+from nqf.experiments import real_data as rd
+from nqf.experiments import run_config, stage_config
+
+ARCHS = ["mlp", "cnn", "qk_self_attention"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_digits_loader_shape_balance_split():
+    task = load_digit_task("digits8x8", n_train=1200, n_test=597, seed=0)
+    assert task.x_train.shape == (1200, 8, 8) and task.x_test.shape == (597, 8, 8)
+    assert set(np.unique(task.y_train)) == {-1.0, 1.0}
+    assert np.array_equal(task.y_train, odd_even_targets(task.digit_train))
+    # five odd and five even digits of about equal frequency: balanced to within 45-55 %
+    assert 0.45 < np.mean(task.y_train > 0) < 0.55
+    assert np.all(np.bincount(task.digit_train, minlength=10) > 0)
+    varying = task.x_train.std(0) > 0
+    assert np.abs(task.x_train.mean(0)).max() <= 1e-12
+    assert np.abs(task.x_train.std(0)[varying] - 1).max() <= 1e-12
+    assert np.all(task.x_train[:, ~varying] == 0)
+    again = load_digit_task("digits8x8", n_train=1200, n_test=597, seed=0)
+    other = load_digit_task("digits8x8", n_train=1200, n_test=597, seed=1)
+    assert np.array_equal(task.x_train, again.x_train) and np.array_equal(task.digit_test, again.digit_test)
+    assert not np.array_equal(task.digit_train, other.digit_train)
+    with pytest.raises(ValueError, match="1797"):
+        load_digit_task("digits8x8", n_train=1500, n_test=400)
+
+
+def test_mnist_npz_loader(tmp_path):
+    g = np.random.default_rng(3)
+    path = tmp_path / "mnist.npz"
+    np.savez(path, x_train=g.integers(0, 256, (50, 28, 28)).astype(np.uint8), y_train=np.arange(50) % 10,
+             x_test=g.integers(0, 256, (20, 784)).astype(np.uint8), y_test=np.arange(20) % 10)
+    task = load_digit_task("mnist_npz", n_train=30, n_test=10, seed=0, path=str(path))
+    assert task.x_train.shape == (30, 28, 28) and task.x_test.shape == (10, 28, 28)
+    assert np.array_equal(task.y_test, odd_even_targets(task.digit_test))
+    assert np.abs(task.x_train.mean(0)).max() <= 1e-12
+    with pytest.raises(ValueError, match="does not exist"):
+        load_digit_task("mnist_npz", path=str(tmp_path / "missing.npz"))
+    np.savez(tmp_path / "bad.npz", x_train=np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="lacks"):
+        load_digit_task("mnist_npz", path=str(tmp_path / "bad.npz"))
+
+
+def small_cfg(**over):
+    exp = {"kind": "real_data", "n_train": 120, "n_test": 60, "seeds": [0, 1], "n_record": 6,
+           "steps": {a: 30 for a in ARCHS}, "sizes": {"cnn": {"width": 8}, "qk_self_attention": {"d_k": 8, "width": 3}},
+           **over}
+    return validate_config({"device": "cpu", "experiments": {"rd": exp}})["experiments"]["rd"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return rd.make_data(stage_config(small_cfg(), "data"))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_nqf_is_the_small_weight_expansion_on_digits(data, arch):
+    module, x, _ = rd._prepared(data, arch, small_cfg()["sizes"][arch])
+    G = torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    f0 = module.forward_with(torch.zeros_like(G), x)
+    errs = []
+    for eps in (1e-2, 1e-3):
+        quad = module.structure(x).outputs(eps * G).reshape(f0.shape)
+        errs.append(float((module.forward_with(eps * G, x) - f0 - quad).abs().max() / quad.abs().max()))
+    assert errs[0] < 1e-2
+    assert 50 < errs[0] / errs[1] < 200, errs
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_least_squares_floor_is_reached_by_unit_weights(data, arch):
+    """E* of the least-squares floor, written as one unit per singular triplet (balanced), gives
+    the floor as the NQF's train loss: the floor is what the NQF can reach, not a looser bound."""
+    module, x, _ = rd._prepared(data, arch, small_cfg()["sizes"][arch])
+    y = data["y_train"].values
+    form = module.structure(x)
+    f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x)[:, 0].numpy()
+    phi = rd.effective_features(form).numpy()
+    floor, e, _ = rd.least_squares_nqf(phi, y - f0, phi[:2], f0[:2])
+    n1, n2 = form.left.shape[-1], form.right.shape[-1]
+    U, s, Vt = np.linalg.svd(e.reshape(n1, n2), full_matrices=False)
+    W = torch.zeros(module.p, s.size, dtype=torch.float64)
+    (r0, _), (c0, _) = form.rows, form.cols
+    for a in range(s.size):
+        W[r0 + form.q * np.arange(n1), a] = torch.as_tensor(U[:, a] * np.sqrt(s[a]))
+        W[c0 + form.q * np.arange(n2), a] = torch.as_tensor(Vt[a] * np.sqrt(s[a]))
+    loss = float(np.mean((form.outputs(W).numpy() + f0 - y) ** 2))
+    assert abs(loss - floor) <= 1e-9 * max(floor, 1e-3)
+    assert floor < np.mean((y - f0) ** 2)  # the fit does something
+
+
+def test_tiny_training_run_gives_claims(data):
+    cfg = small_cfg()
+    struct = rd.structure(data)
+    assert set(struct["arch"].values) == set(ARCHS)
+    assert np.all(struct["floor_is_reachable"].values)
+    runs = {r: rd.train_run(data, run_config(cfg, r), r, device="cpu") for r in rd.runs(cfg)}
+    for r, ds in runs.items():
+        assert ds["loss_module"].dims == ("seed", "step")
+        # same W0: module and NQF start at the same loss to O(init^4) / O(init^2) relative
+        assert np.allclose(ds["loss_module"].isel(step=0), ds["loss_nqf"].isel(step=0), rtol=1e-3)
+        assert float(ds["loss_nqf"].isel(step=-1).mean()) < float(ds["loss_nqf"].isel(step=0).mean())
+        for v in ds.data_vars.values():
+            assert "long_name" in v.attrs and "units" in v.attrs
+    theory = rd.theory(struct, stage_config(cfg, "theory"))
+    fit = rd.fit(struct, theory, runs, stage_config(cfg, "fit"))
+    assert fit.sizes["claim"] == 2 * len(ARCHS)
+    assert np.all(np.isfinite(fit["claim_measured"].values))
+    assert all(str(n) for n in fit["claim_note"].values)
+
+
+def test_run_config_reads_only_its_architecture():
+    cfg = small_cfg()
+    rc = run_config(cfg, "cnn")
+    assert rc["size"] == cfg["sizes"]["cnn"] and rc["steps"] == 30
+    cfg2 = small_cfg(steps={"mlp": 99, "cnn": 30, "qk_self_attention": 30})
+    assert run_config(cfg2, "cnn") == rc
+    with pytest.raises(ValueError, match="not one of"):
+        run_config(cfg, "mha")
+
+
+def test_cross_key_checks_name_the_key():
+    from nqf.config import ConfigError
+    from nqf.experiments import check_config
+
+    def cfg(**over):
+        return validate_config({"device": "cpu", "experiments": {"rd": {"kind": "real_data", **over}}})
+
+    check_config(cfg())
+    for over, key in [({"n_train": 1500, "n_test": 400}, "rd.n_train"),
+                      ({"sizes": {"cnn": {"kernel": [15, 15]}}}, "rd.sizes.cnn.kernel"),
+                      ({"dataset": "mnist_npz"}, "rd.path")]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            check_config(cfg(**over))

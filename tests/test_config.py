@@ -35,6 +35,13 @@ def test_yaml11_scientific_notation_is_read_as_a_number():
     ({"experiments": {"structure_matrices": {"kind": "featurewise"}}}, "experiments", "reserved"),
     ({"experimnts": {}}, "experimnts", "did you mean 'experiments'"),
     ({**exp(), "device": "gpu"}, "device", "must be one of auto, cpu, cuda"),
+    ({**exp(), "on_divergence": "ignore"}, "on_divergence", "must be one of stop, record"),
+    ({"experiments": {"a": {"kind": "nqf_approximation", "architectures": ["resnet"]}}},
+     "experiments.a.architectures.0", "must be one of mlp"),
+    ({"experiments": {"a": {"kind": "nqf_approximation", "optimizers": ["sgd"]}}},
+     "experiments.a.optimizers.0", "must be one of gd, momentum, adam"),
+    ({"experiments": {"a/b": {"kind": "featurewise"}}}, "experiments", "must start with a letter"),
+    ({"experiments": {"a": {"kind": "real_data", "dataset": "cifar"}}}, "experiments.a.dataset", "must be one of"),
 ])
 def test_bad_values_are_refused_naming_the_key(config, key, words):
     with pytest.raises(ConfigError) as info:

@@ -117,3 +117,62 @@ def test_bad_config_fails_before_any_job(tmp_path, change, key):
     assert "Invalid configuration: " in text and f"'{key}'" in text
     assert "Traceback" not in text
     assert not (tmp_path / "results").exists()
+
+
+def test_adding_an_eps_value_trains_only_the_new_runs(finished, tmp_path):
+    """Runs are narrowed to their own eps (run_config): an added eps value plans its own training
+    jobs and the experiment's theory, fit and figure, nothing of finished runs or other experiments."""
+    work, _ = finished
+    base = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    eps = base["experiments"]["competition"]["eps"] + [1.0e-9]
+    cfg = write_config(tmp_path, experiments__competition__eps=eps)
+    planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
+    trained = {p for p in planned if p.startswith("results/runs/")}
+    assert trained == {"results/runs/competition/eps1e-09.nc"}
+    assert planned - trained <= {"results/theory/competition.nc", "results/fits/competition.nc",
+                                 "results/figures/competition.pdf", "results/figures/competition.png",
+                                 "results/summary.csv"}
+
+
+def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
+    """Kill a training job mid-way (SIGKILL, no chance to clean up); the next snakemake call
+    finishes the work without redoing any finished job."""
+    import os
+    import signal
+    import time
+
+    cfg = write_config(tmp_path, experiments__featurewise__steps=600000,
+                       experiments__featurewise__n_record=60)
+    cfg_data = yaml.safe_load(cfg.read_text())
+    cfg_data["experiments"] = {k: cfg_data["experiments"][k] for k in ("featurewise", "featurewise_b")}
+    cfg.write_text(yaml.safe_dump(cfg_data, sort_keys=False))
+    work = tmp_path / "run"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work),
+           "--cores", "2", "--configfile", str(cfg)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = work / "results" / "logs" / "train" / "featurewise" / "gd.log"
+    done_b = work / "results" / "figures" / "featurewise_b.png"
+    deadline = time.time() + 600
+    while time.time() < deadline and not (log.exists() and "s left" in log.read_text() and done_b.exists()):
+        time.sleep(1)
+    assert done_b.exists() and log.exists(), "the slow training job never started"
+    killed = 0
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"train.py") and str(work).encode() in a for a in args):
+            os.kill(int(cmdline.parent.name), signal.SIGKILL)  # the training job only
+            killed += 1
+    assert killed == 1
+    proc.wait(timeout=300)
+    assert proc.returncode != 0  # snakemake saw the job die
+    assert not (work / "results" / "runs" / "featurewise" / "gd.nc").exists()
+    finished_before = {p: p.stat().st_mtime_ns for p in (work / "results").rglob("*.nc")}
+    again = snakemake(work, "--configfile", str(cfg))  # a plain call
+    assert again.returncode == 0
+    assert (work / "results" / "runs" / "featurewise" / "gd.nc").exists()
+    assert (work / "results" / "figures" / "featurewise.png").exists()
+    for path, mtime in finished_before.items():
+        assert path.stat().st_mtime_ns == mtime, f"{path} was redone"

@@ -85,7 +85,8 @@ def test_changing_eps_reruns_only_that_experiment_from_train_on(finished, tmp_pa
     planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
     assert planned == {"results/runs/featurewise/gd.nc", "results/theory/featurewise.nc",
                        "results/fits/featurewise.nc", "results/figures/featurewise.pdf",
-                       "results/figures/featurewise.png", "results/summary.csv"}
+                       "results/figures/featurewise.png", "results/figures/featurewise.claims.csv",
+                       "results/summary.csv"}
 
 
 def test_changing_data_reruns_every_stage_of_that_experiment_only(finished, tmp_path):
@@ -131,7 +132,7 @@ def test_adding_an_eps_value_trains_only_the_new_runs(finished, tmp_path):
     assert trained == {"results/runs/competition/eps1e-09.nc"}
     assert planned - trained <= {"results/theory/competition.nc", "results/fits/competition.nc",
                                  "results/figures/competition.pdf", "results/figures/competition.png",
-                                 "results/summary.csv"}
+                                 "results/figures/competition.claims.csv", "results/summary.csv"}
 
 
 def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
@@ -176,3 +177,12 @@ def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
     assert (work / "results" / "figures" / "featurewise.png").exists()
     for path, mtime in finished_before.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was redone"
+
+
+def test_html_report_groups_figures_and_claims_by_experiment(finished):
+    work, cfg = finished
+    snakemake(work, "--configfile", str(cfg), "--report", "results/report.html")
+    html = (work / "results" / "report.html").read_text()
+    for exp in yaml.safe_load(cfg.read_text())["experiments"]:
+        assert f"{exp}.claims.csv" in html and f"exp={exp}" in html, exp
+    assert "summary.csv" in html

@@ -5,8 +5,9 @@ rule figure:
         fit="results/fits/{exp}.nc",
         runs=run_files,
     output:
-        pdf=report("results/figures/{exp}.pdf", category="figures", caption="../report/figure.rst"),
+        pdf=report("results/figures/{exp}.pdf", category="{exp}", caption="../report/figure.rst"),
         png="results/figures/{exp}.png",
+        claims=report("results/figures/{exp}.claims.csv", category="{exp}", caption="../report/claims.rst"),
     params:
         cfg=stage_params("figure"),
         style=config["figures"],

@@ -1,7 +1,10 @@
 """Rule figure: the experiment's figure as PDF and PNG (or a notice if runs diverged)."""
 from pathlib import Path
 
+import csv
+
 from nqf.experiments import kind_of
+from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
 from nqf.experiments.divergence import divergence_figure, diverged_runs
 from nqf.experiments.jobs import job
 from nqf.netcdf import open_result
@@ -16,3 +19,7 @@ with job(snakemake.log[0], "figure"):  # noqa: F821
         divergence_figure(runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
     else:
         kind_of(cfg).figure(theory, fit, runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
+    with open(snakemake.output.claims, "w", newline="") as fh:  # noqa: F821
+        writer = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
+        writer.writeheader()
+        writer.writerows(summary_rows(snakemake.wildcards.exp, fit))  # noqa: F821

@@ -82,6 +82,8 @@ def _message(error: jsonschema.ValidationError, prefix: tuple) -> str:
     if "propertyNames" in error.schema_path:
         return (f"The name {inst!r} under '{_key(path)}' is not allowed: names must start with a "
                 f"letter and use only letters, digits and '_' (at most 64 characters).")
+    if "x-expect" in schema and v in ("type", "pattern", "minimum", "enum"):
+        return f"Config key '{_key(path)}' must be {schema['x-expect']}; got {_describe(inst)}."
     if v == "type":
         want = schema["type"] if isinstance(schema["type"], str) else " or ".join(schema["type"])
         return f"Config key '{_key(path)}' must be of type {want}; got {_describe(inst)}."

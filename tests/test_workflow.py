@@ -135,6 +135,34 @@ def test_adding_an_eps_value_trains_only_the_new_runs(finished, tmp_path):
                                  "results/figures/competition.claims.csv", "results/summary.csv"}
 
 
+def test_adding_a_seed_trains_only_its_block(finished, tmp_path):
+    """teacher_student runs one job per seed in config/test.yaml (seeds_per_job: 1): an appended
+    seed plans only its own training job and the experiment's fit, figure and the summary; run in a
+    copy of the finished tree, the fit then holds every seed and no finished run file is rewritten."""
+    import shutil
+
+    work, _ = finished
+    copy = tmp_path / "wf"
+    shutil.copytree(work, copy, symlinks=True)  # copy2 keeps the mtimes snakemake compares
+    base = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    seeds = base["experiments"]["teacher_student"]["seeds"]
+    new = max(seeds) + 1
+    cfg = write_config(tmp_path, experiments__teacher_student__seeds=seeds + [new])
+    planned = planned_outputs(snakemake(copy, "--configfile", str(cfg), "-n"))
+    trained = {p for p in planned if p.startswith("results/runs/")}
+    assert trained == {f"results/runs/teacher_student/mlp.seeds-{new}.nc"}
+    assert planned - trained == {"results/fits/teacher_student.nc", "results/figures/teacher_student.pdf",
+                                 "results/figures/teacher_student.png",
+                                 "results/figures/teacher_student.claims.csv", "results/summary.csv"}
+    old = {p: p.stat().st_mtime_ns for p in (copy / "results" / "runs").rglob("*.nc")}
+    snakemake(copy, "--configfile", str(cfg))
+    assert {p: p.stat().st_mtime_ns for p in old} == old
+    with xr.open_dataset(copy / "results" / "fits" / "teacher_student.nc") as fit:
+        assert sorted(fit["seed"].values.tolist()) == sorted(seeds + [new])
+    with xr.open_dataset(copy / "results" / "runs" / "teacher_student" / f"mlp.seeds-{new}.nc") as run:
+        assert run["seed"].values.tolist() == [new] and run.attrs["seed_block_of"] == "mlp"
+
+
 def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
     """Kill a training job mid-way (SIGKILL, no chance to clean up); the next snakemake call
     finishes the work without redoing any finished job."""

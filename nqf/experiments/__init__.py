@@ -9,12 +9,22 @@
 A kind whose data matrices are too large to densify defines ``structure(data) -> Dataset`` (with
 ``r`` and ``C``), which the structure stage then calls instead of the generic reduction.
 
+Seed blocks: a kind that sets ``SEED_BLOCKS = True`` trains a list of seeds as replicas whose
+results depend on the seed alone (not on the other seeds in the batch) and records them along a
+``seed`` dimension whose coordinate is the seed. Its experiments accept ``seeds_per_job``: with
+an integer n, each run is split into jobs of n consecutive seeds of the config's list (run id
+``<run>.seeds-<s1>-<s2>...``), so appending seeds trains only the new blocks; ``merge_seed_blocks``
+joins the blocks again for the fit and the figure. The default, ``all``, keeps one job per run
+(one tensor program over every seed: the fastest for a fixed sweep).
+
 Adding an experiment of a known kind is a config change only; adding a kind is a new module
 here plus its entry in KINDS and its schema under $defs in workflow/schemas/config.schema.yaml.
 """
 from __future__ import annotations
 
 from types import ModuleType
+
+import numpy as np
 
 from nqf.experiments import (collapse, competition, featurewise, featurewise_powerlaw, init_scaling,
                              fourier_powerlaw, nqf_approximation, samplewise, samplewise_powerlaw,
@@ -46,11 +56,35 @@ def stage_config(exp_cfg: dict, stage: str) -> dict:
 
 def run_config(exp_cfg: dict, run: str) -> dict:
     """The config one training run reads: a kind may narrow it to that run (``run_config``), so
-    adding a seed or an eps value leaves the existing runs' params, and files, untouched."""
+    adding a seed or an eps value leaves the existing runs' params, and files, untouched. A seed
+    block's run reads its own seeds only."""
     kind = kind_of(exp_cfg)
+    base, block = split_run_id(exp_cfg, run)
     if hasattr(kind, "run_config"):
-        return {"kind": exp_cfg["kind"], **kind.run_config(exp_cfg, run)}
-    return stage_config(exp_cfg, "train")
+        cfg = {"kind": exp_cfg["kind"], **kind.run_config(exp_cfg, base)}
+    else:
+        cfg = stage_config(exp_cfg, "train")
+    if block is not None:
+        cfg["seeds"] = list(block)
+    return cfg
+
+
+def has_own_structure(data) -> bool:
+    """Whether the data file's kind computes its structure statistics itself."""
+    return hasattr(KINDS.get(data.attrs.get("experiment_kind", "")), "structure")
+
+
+def structure_of(data):
+    """The structure stage on a data Dataset: the kind's own ``structure`` where it has one
+    (factored data matrices that must not be densified), else the generic reduction of A(x)."""
+    from nqf.experiments.common import form_from_dataset, structure_dataset
+
+    if has_own_structure(data):
+        ds = KINDS[data.attrs["experiment_kind"]].structure(data)
+    else:
+        ds, _ = structure_dataset(form_from_dataset(data), data["y"].values)
+    ds.attrs["experiment_kind"] = data.attrs.get("experiment_kind", "")
+    return ds
 
 
 def check_config(cfg: dict) -> None:
@@ -66,5 +100,76 @@ def check_config(cfg: dict) -> None:
 
 
 def run_ids(exp_cfg: dict) -> list[str]:
-    """The run ids of an experiment."""
-    return list(kind_of(exp_cfg).runs(exp_cfg))
+    """The run ids of an experiment (one training job and file each)."""
+    blocks = seed_blocks(exp_cfg)
+    if blocks is None:
+        return list(kind_of(exp_cfg).runs(exp_cfg))
+    return [block_run_id(base, b) for base in kind_of(exp_cfg).runs(exp_cfg) for b in blocks]
+
+
+SEED_BLOCK_TAG = ".seeds-"
+
+
+def seed_blocks(exp_cfg: dict) -> list[tuple[int, ...]] | None:
+    """Consecutive blocks of ``seeds_per_job`` seeds of the config's list, or None (one job per run)."""
+    n = exp_cfg.get("seeds_per_job", "all")
+    if n == "all":
+        return None
+    if not getattr(kind_of(exp_cfg), "SEED_BLOCKS", False):
+        raise ValueError(f"Experiments of kind {exp_cfg['kind']!r} train their seeds as one job; "
+                         f"seeds_per_job applies to kinds {', '.join(seed_block_kinds())} only.")
+    seeds = [int(s) for s in exp_cfg["seeds"]]
+    return [tuple(seeds[i:i + n]) for i in range(0, len(seeds), n)]
+
+
+def seed_block_kinds() -> list[str]:
+    """The kinds whose runs can be split into seed blocks."""
+    return sorted(k for k, mod in KINDS.items() if getattr(mod, "SEED_BLOCKS", False))
+
+
+def block_run_id(base: str, block) -> str:
+    """The run id of one seed block of run ``base``."""
+    return base + SEED_BLOCK_TAG + "-".join(str(int(s)) for s in block)
+
+
+def split_run_id(exp_cfg: dict, run: str) -> tuple[str, tuple[int, ...] | None]:
+    """(base run id, seeds of the block) of a run id; the block is None for an unsplit run."""
+    blocks = seed_blocks(exp_cfg)
+    if blocks is None:
+        return run, None
+    base, tag, seeds = run.rpartition(SEED_BLOCK_TAG)
+    for block in blocks:
+        if tag and base in kind_of(exp_cfg).runs(exp_cfg) and block_run_id(base, block) == run:
+            return base, block
+    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(run_ids(exp_cfg))}).")
+
+
+def merge_seed_blocks(runs: dict) -> dict:
+    """Join the seed blocks of each run along ``seed`` (increasing seed order), keyed by the base
+    run id their files name (attribute ``seed_block_of``); whole runs pass through. A diverged
+    block stands for its run, so the fit and the figure report it."""
+    import xarray as xr
+
+    merged, grouped = {}, {}
+    for run, ds in runs.items():
+        base = ds.attrs.get("seed_block_of")
+        if base is None:
+            merged[run] = ds
+        else:
+            grouped.setdefault(str(base), []).append((run, ds))
+    for base, parts in grouped.items():
+        diverged = [(run, ds) for run, ds in parts if int(ds.attrs.get("diverged", 0))]
+        if diverged:
+            merged.update(diverged)
+            continue
+        parts.sort(key=lambda part: int(part[1]["seed"].values.min()))
+        ds = xr.concat([ds for _, ds in parts], dim="seed", data_vars="minimal", coords="minimal",
+                       compat="override", join="exact", combine_attrs="drop_conflicts")
+        seeds = ds["seed"].values
+        if np.unique(seeds).size != seeds.size:
+            raise ValueError(f"Seed blocks of run {base!r} overlap (seeds {seeds.tolist()}): "
+                             f"{', '.join(run for run, _ in parts)}.")
+        ds.attrs.update(run=base, seed_blocks=", ".join(run for run, _ in parts))
+        ds.attrs.pop("seed_block_of", None)
+        merged[base] = ds
+    return merged

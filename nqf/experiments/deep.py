@@ -27,6 +27,7 @@ from nqf.experiments.common import Claim, claims_dataset
 from nqf.training import log_step_grid
 
 KIND = "deep"
+SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
 TITLES = {"mlp": "4-layer MLP", "attention": "2-layer attention"}
 MODELS = ("deep", "nqf2", "nqf1")
 TEACHER_SEED_OFFSET = 1_000_003

@@ -30,6 +30,7 @@ from nqf.effective import effective_matrix, teacher_weights
 from nqf.experiments.common import Claim, claims_dataset
 
 KIND = "nqf_approximation"
+SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
 TITLES = {"mlp": "MLP", "cnn": "CNN", "qk_head": "QK-only head", "mha": "MHA", "moe": "MoE"}
 # Where each module leaves its NQF: the first term Theorem 1 drops (for the summary notes).
 HIGHER_ORDER = {

@@ -41,6 +41,7 @@ from nqf.quadratic import QuadraticModel, resolve_device
 from nqf.training import train
 
 KIND = "real_data"
+SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
 TITLES = {"mlp": "2-layer MLP (tanh)", "cnn": "1-layer CNN", "qk_self_attention": "self-attention, fixed readout"}
 HIGHER_ORDER = {
     "mlp": "tanh cubic term, error O(|W|^4)",

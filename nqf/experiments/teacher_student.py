@@ -31,6 +31,7 @@ from nqf.architectures import ARCHITECTURES, UnitModule
 from nqf.experiments.common import Claim, claims_dataset
 
 KIND = "teacher_student"
+SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
 TEACHER_SEED_OFFSET = 1_000_003
 TITLES = {"mlp": "MLP 20-100-1 (tanh)", "qk_head": "QK-only attention (4 heads)"}
 _DATA = ("architectures", "sizes", "teacher_std", "teacher_fan_in", "n_probe", "data_seed")

@@ -1,7 +1,7 @@
 """Rule fit: measurements from the runs beside the theory, and the checked claims."""
 from pathlib import Path
 
-from nqf.experiments import kind_of
+from nqf.experiments import kind_of, merge_seed_blocks
 from nqf.experiments.divergence import divergence_fit, diverged_runs
 from nqf.experiments.jobs import job
 from nqf.netcdf import open_result, write_dataset
@@ -10,7 +10,8 @@ cfg = snakemake.params.cfg  # noqa: F821
 with job(snakemake.log[0], "fit") as log:  # noqa: F821
     structure = open_result(snakemake.input.structure, made_by="structure")  # noqa: F821
     theory = open_result(snakemake.input.theory, made_by="theory")  # noqa: F821
-    runs = {Path(p).stem: open_result(p, made_by="train") for p in snakemake.input.runs}  # noqa: F821
+    runs = merge_seed_blocks({Path(p).stem: open_result(p, made_by="train")  # noqa: F821
+                              for p in snakemake.input.runs})  # noqa: F821
     if diverged_runs(runs):
         log.warning("runs %s diverged: fit skipped, one failing summary row each", sorted(diverged_runs(runs)))
         ds = divergence_fit(runs)

@@ -4,10 +4,11 @@ The device comes from the global config, not from params: moving a sweep between
 does not by itself rerun finished training jobs. Torch gets the job's threads (1 unless the rule
 says otherwise): with one job per core, extra BLAS threads oversubscribe the cores (5-8x slower).
 A diverged run stops the job (on_divergence: stop) or is written marked diverged (record).
+A seed block's file names its run (attribute seed_block_of), so that fit and figure join them.
 """
 import torch
 
-from nqf.experiments import kind_of
+from nqf.experiments import kind_of, split_run_id
 from nqf.experiments.divergence import diverged_run, stable_lr_clause
 from nqf.experiments.jobs import job
 from nqf.netcdf import open_result, write_dataset
@@ -15,16 +16,19 @@ from nqf.training import TrainingDiverged
 
 cfg = snakemake.params.cfg  # noqa: F821
 run = snakemake.wildcards.run  # noqa: F821
+base, block = split_run_id(snakemake.config["experiments"][snakemake.wildcards.exp], run)  # noqa: F821
 title = f"nqf training run {run} of experiment {snakemake.wildcards.exp}"  # noqa: F821
 torch.set_num_threads(max(1, snakemake.threads))  # noqa: F821
 with job(snakemake.log[0], "train") as log:  # noqa: F821
     data = open_result(snakemake.input[0], made_by="data")  # noqa: F821
     try:
-        ds = kind_of(cfg).train_run(data, cfg, run, device=snakemake.config["device"])  # noqa: F821
+        ds = kind_of(cfg).train_run(data, cfg, base, device=snakemake.config["device"])  # noqa: F821
     except TrainingDiverged as exc:
         exc.args = (str(exc) + stable_lr_clause(data, cfg),)
         if snakemake.config.get("on_divergence", "stop") != "record":  # noqa: F821
             raise
         log.warning("%s Recorded as diverged (on_divergence: record).", exc)
         ds = diverged_run(exc, run, str(exc))
+    if block is not None:
+        ds.attrs.update(run=run, seed_block_of=base)
     write_dataset(ds, snakemake.output[0], config=cfg, title=title)  # noqa: F821

@@ -244,7 +244,7 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
 
     import numpy as np
 
-    from nqf.training import TrainingDiverged, make_optimizer
+    from nqf.training import progress_message, TrainingDiverged, make_optimizer
 
     log = logging.getLogger("nqf.train")
     params = {"deep": [w.clone().requires_grad_() for w in W0],
@@ -284,8 +284,8 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
         now = time.perf_counter()
         if now - last >= progress_seconds:
             last = now
-            log.info("step %d/%d, train loss deep %.4g, %.1f s elapsed", step + 1, steps,
-                     float(losses["deep"].detach().mean()), now - t0)
+            log.info("%s, train loss deep %.4g, 2-layer NQF %.4g", progress_message(step + 1, steps, now - t0),
+                     float(losses["deep"].detach().mean()), float(losses["nqf2"].detach().mean()))
     log.info("trained the deep %s and its NQFs for %d steps in %.2f s", model.kind, steps,
              time.perf_counter() - t0)
     res = {k: np.stack(v, axis=1) for k, v in out.items()}

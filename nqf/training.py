@@ -65,6 +65,14 @@ def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return residual.pow(2).flatten(1).sum(1) / y.shape[0]
 
 
+def progress_message(done: int, total: int, elapsed: float) -> str:
+    """'step done/total (pct%), elapsed, ~time left' for a training loop's log, the time left
+    extrapolated at the mean rate so far."""
+    frac = done / total if total else 1.0
+    left = elapsed * (1.0 - frac) / frac if frac > 0 else float("nan")
+    return f"step {done}/{total} ({100 * frac:.0f}%), {elapsed:.1f} s elapsed, ~{left:.1f} s left"
+
+
 def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = "gd",
           momentum: float = 0.9, weight_decay: float = 0.0,
           record_steps: Sequence[int] | None = None, n_record: int = 400,
@@ -128,10 +136,7 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
             cur = loss.detach()
             if not torch.all(torch.isfinite(cur)):
                 raise TrainingDiverged(step, cur.cpu().numpy(), lr, divergence_hint)
-            done = (step + 1) / steps
-            log.info("step %d/%d (%.0f%%), mean loss %.4g, %.1f s elapsed, ~%.1f s left",
-                     step + 1, steps, 100 * done, float(cur.mean()), now - t0,
-                     (now - t0) * (1 - done) / done)
+            log.info("%s, mean loss %.4g", progress_message(step + 1, steps, now - t0), float(cur.mean()))
     log.info("trained %d steps in %.2f s", steps, time.perf_counter() - t0)
 
     n_rep = losses[0].shape[0]

@@ -29,6 +29,7 @@ from torch.func import vmap
 
 from nqf.architectures import ARCHITECTURES, UnitModule
 from nqf.experiments.common import Claim, claims_dataset
+from nqf.training import progress_message
 
 KIND = "teacher_student"
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
@@ -236,8 +237,8 @@ def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torc
         now = time.perf_counter()
         if now - last >= progress_seconds:
             last = now
-            log.info("step %d/%d, probe loss module %.4g, NQF %.4g, %.1f s elapsed", step + 1, steps,
-                     rec["probe_loss_module"][:, step].mean(), rec["probe_loss_nqf"][:, step].mean(), now - t0)
+            log.info("%s, probe loss module %.4g, NQF %.4g", progress_message(step + 1, steps, now - t0),
+                     rec["probe_loss_module"][:, step].mean(), rec["probe_loss_nqf"][:, step].mean())
     log.info("trained %d online SGD steps in %.2f s", steps, time.perf_counter() - t0)
     parted = rec["rel_output"] > threshold
     parting = np.where(parted.any(1), parted.argmax(1), -1)

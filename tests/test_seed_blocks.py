@@ -17,9 +17,11 @@ with open("config/test.yaml") as fh:
 
 
 def _exp(kind: str, **over) -> dict:
-    """The config/test.yaml experiment of this kind with three seeds (the tiny sizes keep it fast)."""
+    """The config/test.yaml experiment of this kind with three seeds in one job unless ``over``
+    says otherwise (the tiny sizes keep it fast)."""
     exp = next(copy.deepcopy(e) for e in TEST_EXPERIMENTS.values() if e["kind"] == kind)
-    exp.update(seeds=[3, 0, 1], **over)
+    exp.update(seeds=[3, 0, 1], seeds_per_job="all")
+    exp.update(over)
     return validate_config({"experiments": {"x": exp}})["experiments"]["x"]
 
 

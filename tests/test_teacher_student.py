@@ -57,7 +57,23 @@ def test_parting_step_is_first_crossing(pipeline):
                 assert rel[i, p] > cfg["threshold"] and np.all(rel[i, :p] <= cfg["threshold"])
             else:
                 assert np.all(rel[i] <= cfg["threshold"])
-    assert fit.sizes["claim"] == 2 * len(cfg["architectures"])
+    assert fit.sizes["claim"] == 3 * len(cfg["architectures"])
+
+
+def test_loss_parting_step_is_first_loss_gap(pipeline):
+    """The loss parting step is the first step where the seed-mean probe MSEs differ by more than
+    the threshold (relative to the module's)."""
+    cfg, _, _, _, runs, fit = pipeline
+    for a, run in runs.items():
+        lm = run["probe_loss_module"].values.mean(0)
+        gap = np.abs(run["probe_loss_nqf"].values.mean(0) - lm) / lm
+        lp = float(fit["loss_parting_step"].sel(arch=a))
+        if np.isnan(lp):
+            assert np.all(gap <= cfg["threshold"])
+        else:
+            k = int(lp)
+            assert gap[k] > cfg["threshold"] and np.all(gap[:k] <= cfg["threshold"])
+    assert np.isnan(ts.loss_parting_step(runs["mlp"], np.inf))  # never over an infinite threshold
 
 
 def test_seed_streams_are_independent_of_other_seeds():

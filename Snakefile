@@ -7,6 +7,9 @@
 # not merged with the default, so a config lists exactly the experiments it runs), and
 # --config key=value overrides apply on top of either.
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/structure.smk"
@@ -24,6 +27,8 @@ rule all:
         expand("results/figures/{exp}.{ext}", exp=EXPERIMENTS, ext=("pdf", "png")),
         "results/figures/structure_matrices.pdf",
         "results/summary.csv",
+        "results/reproduction.md",
+        "results/reproduction.html",
         expand("results/{stage}/{exp}.nc", stage=("data", "structure", "theory", "fits"), exp=EXPERIMENTS),
         [f"results/runs/{exp}/{run}.nc" for exp in EXPERIMENTS for run in nqf_experiments.run_ids(EXPERIMENTS[exp])],
     default_target: True

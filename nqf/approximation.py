@@ -4,24 +4,36 @@ Both are trained by :func:`nqf.train` with the same optimizer, learning rate and
 same data, so the only difference is the model: the module's outputs f(W) against its
 quadratic model f(0) + Tr[W W^T A(x)]. R replicas (seeds x init scales) are one tensor program:
 the trainable parameter is the unit-weight tensor W of shape (R, p, d), and the module is
-evaluated for all replicas at once with ``torch.func.vmap`` over ``module.forward_with``.
+evaluated for all replicas at once by ``module.forward_replicas`` (a vmap over ``forward_with``,
+or one large kernel call where the module defines one).
 
 Loss normalisation is the same for both: (1/m) sum over the m samples and the k outputs of the
 squared residuals (targets of shape (m, k)), which is what ``mse_per_replica`` computes for the
-module and what :meth:`QuadraticModel.loss_and_grad` computes for (m, k) targets.
+module and what :meth:`QuadraticModel.loss_and_grad` computes for (m, k) targets (Eq. 26). The
+optimizer may minimise another convention of it (``loss``, nqf.losses: c = 1, 1/2, m, m/2 for
+mean, half_mean, sum, half_sum with n = m samples): GD and momentum then run the Eq. 26 dynamics
+with step c lr (``time`` = c lr step, and :func:`closure_recursion` takes the same ``loss``);
+for Adam the convention changes only Adam's eps term, and no clock of the theory applies.
+
+The NQF's own truncation error is measured on the run's weights: at every recorded step,
+``truncation`` = RMS(f(W) - f(0) - Tr[W W^T A]) / RMS(Tr[W W^T A]) at the module's weights W,
+the relative O(|W|^2) remainder of Theorem 1 (O(|W|^2) relative to the quadratic term with the
+per-unit Z2 symmetry of every module here). It is evaluated in float64 whatever the training
+dtype, since at small W the remainder is below float32's rounding of f.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 import xarray as xr
-from torch.func import vmap
 
 from nqf.architectures.base import UnitModule
 from nqf.effective import singular_values
 from nqf.forms import StructureForm
+from nqf.losses import flow_lr
 from nqf.quadratic import QuadraticModel, resolve_device
 from nqf.training import train
 
@@ -45,7 +57,7 @@ class ModuleReplicas(torch.nn.Module):
         super().__init__()
         self.x = x
         self.W = torch.nn.Parameter(W0.clone())
-        self._batched = vmap(module.forward_with, in_dims=(0, None))
+        self._batched = module.forward_replicas
 
     def forward(self) -> Tensor:
         return self._batched(self.W, self.x)
@@ -60,18 +72,31 @@ def order_parameter_spectrum(W: Tensor) -> Tensor:
     return torch.linalg.eigvalsh(gram).flip(-1)
 
 
+def truncation_error(module64: UnitModule, form64: StructureForm, x64, f0_64: Tensor, W: Tensor) -> Tensor:
+    """RMS(f(W) - f(0) - Tr[W W^T A]) / RMS(Tr[W W^T A]) per replica, W (R, p, d), in float64:
+    the relative remainder of Theorem 1 at these weights (what the NQF leaves out)."""
+    W = W.detach().to(torch.float64)
+    f = module64.forward_replicas(W, x64)
+    quad = form64.outputs(W).reshape(f.shape)
+    rest = f - f0_64 - quad
+    return rest.pow(2).flatten(1).mean(1).sqrt() / quad.pow(2).flatten(1).mean(1).sqrt().clamp_min(1e-300)
+
+
 def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, optimizer: str,
                        n_singular: int, n_record: int = 100, record_steps=None, momentum: float = 0.9,
-                       record_M: bool = True, device: str = "auto",
+                       loss: str = "mean", record_M: bool = True, device: str = "auto",
                        dtype: torch.dtype = torch.float64) -> xr.Dataset:
     """Train the module and its NQF from the same W0 (R, p, d) on targets y (m, k).
 
     ``module`` is moved to ``device`` and ``dtype`` in place. Records at ``record_steps``
     (default: ``n_record`` log-spaced steps). Returns a Dataset over
     (``replica``, ``step``) with ``s_module`` and ``s_nqf`` (the n_singular
-    largest singular values of the effective matrix, dim ``k``), ``loss_module``, ``loss_nqf``,
-    ``M_eig_nqf`` (eigenvalues of M = W W^T) and, if ``record_M``, ``M_nqf`` (row, col).
-    The NQF is trained on y - f(0), so both losses are the same function of their outputs.
+    largest singular values of the effective matrix, dim ``k``), ``loss_module``, ``loss_nqf``
+    (Eq. 26 units), ``truncation`` (the NQF's relative remainder at the module's weights, see the
+    module docstring), ``M_eig_nqf`` (eigenvalues of M = W W^T) and, if ``record_M``, ``M_nqf``
+    (row, col). The NQF is trained on y - f(0), so both losses are the same function of their
+    outputs. ``loss`` is the convention both optimizers minimise (nqf.losses, n = m samples);
+    ``time`` = c lr step.
     """
     dev = resolve_device(device)
     module = module.to(device=dev, dtype=dtype)
@@ -82,11 +107,21 @@ def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, o
         f0 = module.forward_with(torch.zeros_like(W0[0]), x)
     nqf_model = QuadraticModel(module.structure(x), W0, device=dev, dtype=dtype)
     mod_model = ModuleReplicas(module, x, W0)
-    kwargs = dict(lr=lr, steps=steps, optimizer=optimizer, momentum=momentum, n_record=n_record,
+    kwargs = dict(lr=lr, steps=steps, optimizer=optimizer, loss=loss, momentum=momentum, n_record=n_record,
                   record_steps=record_steps, replica_dim="replica")
+    # float64 twins for the truncation error (the training module itself stays in ``dtype``)
+    if dtype == torch.float64:
+        module64, x64, f0_64, form64 = module, x, f0, nqf_model.form
+    else:
+        module64 = copy.deepcopy(module).to(dtype=torch.float64)
+        x64 = _to(x, dev, torch.float64)
+        with torch.no_grad():
+            f0_64 = module64.forward_with(torch.zeros_like(W0[0], dtype=torch.float64), x64)
+            form64 = module64.structure(x64)
 
     def record_module(model):
-        return {"s": singular_values(module, model.W, n_singular)}
+        return {"s": singular_values(module, model.W, n_singular),
+                "truncation": truncation_error(module64, form64, x64, f0_64, model.W)}
 
     def record_nqf(model):
         out = {"s": singular_values(module, model.W, n_singular),
@@ -105,6 +140,9 @@ def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, o
         "units": "1", "long_name": "singular values of the NQF's effective matrix E(W(t))"})
     ds["loss_module"] = mod["loss"].assign_attrs(long_name="module training loss (1/m) sum (f - y)^2")
     ds["loss_nqf"] = nqf_ds["loss"].assign_attrs(long_name="NQF training loss (1/m) sum (f - y)^2")
+    ds["truncation"] = (("replica", "step"), mod["truncation"].values, {
+        "units": "1", "long_name": "NQF relative remainder at the module's weights, "
+                                   "RMS(f - f(0) - Tr[W W^T A]) / RMS(Tr[W W^T A])"})
     ds["M_eig_nqf"] = (("replica", "step", "eig"), nqf_ds["M_eig"].values, {
         "units": "1", "long_name": "eigenvalues of the NQF's order parameter M = W W^T"})
     if record_M:
@@ -116,6 +154,7 @@ def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, o
     ds = ds.assign_coords(eig=np.arange(ds.sizes["eig"]), row=np.arange(n_M), col=np.arange(n_M))
     ds = ds.assign_coords(k=np.arange(1, n_singular + 1))
     ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
+                    loss_convention=loss, loss_factor=flow_lr(1.0, loss, y.shape[0]),
                     f0_max_abs=float(f0.abs().max()), device=str(dev))
     return ds
 
@@ -130,18 +169,22 @@ def deviation(s_module: np.ndarray, s_nqf: np.ndarray, s_target: Sequence[float]
 
 
 def closure_recursion(form: StructureForm, y, W0, *, lr: float, steps: int, optimizer: str,
-                      momentum: float = 0.9, record_steps=None) -> xr.Dataset:
+                      momentum: float = 0.9, record_steps=None, loss: str = "mean") -> xr.Dataset:
     """M(t) of the trained NQF from Theorem 2 (gd) or Corollary 2 (momentum) alone.
 
     ``y`` has shape (m, k) and the loss is normalised by the m samples, while
     :func:`nqf.discrete_flow` normalises by the m k (sample, output) pairs: the same dynamics
     with the learning rate multiplied by k (for momentum too: v scales by 1/k, eta v is equal).
-    Adam has no such closure (its update is not linear in the gradient).
+    ``loss`` is the convention the optimizer minimised (nqf.losses, n = m samples): its factor c
+    multiplies the gradient, i.e. the step (the update is linear in the gradient, so for momentum
+    too), and ``time`` = c lr step as in :func:`nqf.train`. Adam has no such closure (its update
+    is not linear in the gradient).
     """
     from nqf.recursions import discrete_flow
 
     y = np.asarray(y, float)
     k = 1 if y.ndim == 1 else y.shape[1]
-    ds = discrete_flow(form, W0=np.asarray(W0, float), y=y.reshape(-1), lr=lr * k, steps=steps,
+    h = flow_lr(lr, loss, y.shape[0])
+    ds = discrete_flow(form, W0=np.asarray(W0, float), y=y.reshape(-1), lr=h * k, steps=steps,
                        optimizer=optimizer, momentum=momentum, record_steps=record_steps)
-    return ds.assign_coords(time=("step", lr * ds["step"].values.astype(float)))
+    return ds.assign_coords(time=("step", h * ds["step"].values.astype(float)))

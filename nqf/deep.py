@@ -228,25 +228,39 @@ def mse(f: Tensor, y: Tensor) -> Tensor:
     return (f - y).pow(2).flatten(1).sum(1) / y.shape[0]
 
 
+def truncation(model, W: Sequence[Tensor], x: Tensor) -> Tensor:
+    """RMS(f(W) - f_NQF(W)) / RMS(f_NQF(W)) per replica: the relative remainder of the L-block NQF
+    at the network's own weights W (Definition 2 per block: O(|W|^2) relative, the tanh cubic or
+    the softmax's first-order term of each block)."""
+    f, f2 = model.forward(W, x), model.nqf(W, x)
+    return (f - f2).pow(2).flatten(1).mean(1).sqrt() / f2.pow(2).flatten(1).mean(1).sqrt().clamp_min(1e-300)
+
+
 def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_test, *, lr: float,
                     steps: int, optimizer: str, record_steps, momentum: float = 0.9,
-                    progress_seconds: float = 10.0) -> dict:
+                    loss: str = "mean", progress_seconds: float = 10.0) -> dict:
     """Train the network, its L-block NQF and its 1-block NQF from the shared init W0.
 
     The network and the L-block NQF start from copies of W0; the 1-block NQF from
     ``model.collapse(W0)``. All three use the same optimizer and learning rate on the full batch,
     in one optimizer over independent parameters (replicas and models never mix; Adam is
-    elementwise). Returns numpy arrays ``train_<name>``, ``test_<name>`` of shape (R, n_record) for
-    name in (deep, nqf2, nqf1), and ``step``.
+    elementwise). ``loss`` is the convention the optimizer minimises (nqf.losses, n = the training
+    samples): the gradient of the Eq. 26 loss times its factor c, so GD and momentum run the Eq. 26
+    dynamics with step c lr (Adam: only its eps term changes). Returns numpy arrays
+    ``train_<name>``, ``test_<name>`` (Eq. 26 units) of shape (R, n_record) for name in (deep,
+    nqf2, nqf1), ``truncation`` (R, n_record), the L-block NQF's relative remainder at the
+    network's weights on the training inputs (:func:`truncation`), ``step`` and ``loss_factor`` c.
     """
     import logging
     import time
 
     import numpy as np
 
+    from nqf.losses import loss_factor
     from nqf.training import progress_message, TrainingDiverged, make_optimizer
 
     log = logging.getLogger("nqf.train")
+    factor = loss_factor(loss, y_train.shape[0])
     params = {"deep": [w.clone().requires_grad_() for w in W0],
               "nqf2": [w.clone().requires_grad_() for w in W0],
               "nqf1": [w.detach().requires_grad_() for w in model.collapse(W0)]}
@@ -254,6 +268,7 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
     opt = make_optimizer(optimizer, [p for ps in params.values() for p in ps], lr, momentum)
     grid = np.unique(np.asarray(record_steps, dtype=np.int64))
     out = {f"{s}_{n}": [] for s in ("train", "test") for n in fns}
+    out["truncation"] = []
     nxt, t0, last = 0, time.perf_counter(), time.perf_counter()
     for step in range(steps + 1):
         opt.zero_grad(set_to_none=True)
@@ -265,6 +280,8 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
                     te = mse(fns[n](params[n], x_test), y_test).cpu().numpy()
                     out[f"train_{n}"].append(np.where(np.isfinite(tr), tr, np.nan))
                     out[f"test_{n}"].append(np.where(np.isfinite(te), te, np.nan))
+                tr = truncation(model, params["deep"], x_train).cpu().numpy()
+                out["truncation"].append(np.where(np.isfinite(tr), tr, np.nan))
             nxt += 1
         if step == steps:
             break
@@ -275,7 +292,7 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
             raise TrainingDiverged(step, np.array([float(l.detach().sum()) for l in losses.values()]), lr,
                                    f" of the deep {model.kind} with {optimizer}")
         total = sum(torch.where(finite[n], l, 0.0).sum() for n, l in losses.items())
-        total.backward()
+        (total * factor if factor != 1.0 else total).backward()
         for n, ps in params.items():
             for p in ps:
                 if p.grad is not None:  # (W^Q, W^K do not enter an attention NQF)
@@ -290,4 +307,5 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
              time.perf_counter() - t0)
     res = {k: np.stack(v, axis=1) for k, v in out.items()}
     res["step"] = grid
+    res["loss_factor"] = factor
     return res

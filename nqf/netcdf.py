@@ -135,6 +135,22 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     return path
 
 
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write a text file atomically (temporary file in the same folder, then os.replace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
 def open_result(path: str | os.PathLike, *, made_by: str | None = None,
                 require: tuple[str, ...] = ()) -> xr.Dataset:
     """Open an nqf NetCDF file fully into memory, with a clear error if it is unusable.

@@ -1,9 +1,11 @@
 """Full-batch training of batched models with trajectories on a log-spaced step grid.
 
 One call trains R replicas (seeds, init scales) as one tensor program: the model's forward
-returns outputs of shape (R, m), the loss of replica r is (1/m) sum_mu (f_r,mu - y_mu)^2 and the
-summed loss is differentiated once, so replicas never mix. Gradient descent with step eta
-samples the gradient flow at t = eta * step; every recorded step carries both coordinates.
+returns outputs of shape (R, m), the loss of replica r is (1/m) sum_mu (f_r,mu - y_mu)^2 (Eq. 26)
+times the factor c of the chosen loss convention (nqf.losses: mean, half_mean, sum, half_sum),
+and the summed loss is differentiated once, so replicas never mix. Gradient descent with step
+eta samples the Eq. 26 gradient flow at t = c * eta * step; every recorded step carries both
+coordinates, and the recorded loss is in Eq. 26 units whatever the convention.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 import xarray as xr
+
+from nqf.losses import describe, loss_factor
 
 log = logging.getLogger("nqf.train")
 
@@ -74,6 +78,7 @@ def progress_message(done: int, total: int, elapsed: float) -> str:
 
 
 def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = "gd",
+          loss: str = "mean", loss_samples: int | None = None,
           momentum: float = 0.9, weight_decay: float = 0.0,
           record_steps: Sequence[int] | None = None, n_record: int = 400,
           record: Callable[[torch.nn.Module], dict[str, torch.Tensor]] | None = None,
@@ -83,15 +88,20 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
 
     Returns a Dataset with ``loss`` over (``replica_dim``, ``step``) and, for each entry of
     ``record(model)`` (default: ``M`` = W W^T if the model has ``order_parameter``), a variable
-    over (``replica_dim``, ``step``, ...). The ``step`` dimension carries the coordinate
-    ``time`` = lr * step. Raises :class:`TrainingDiverged` at the first non-finite loss (exactly
-    on the CPU; within 32 steps on other devices).
+    over (``replica_dim``, ``step``, ...). ``loss`` is the convention the optimizer minimises
+    (nqf.losses; ``loss_samples`` is the n of its sum conventions, by default ``len(y)``, the
+    samples of targets shaped (m,) or (m, k)); the recorded ``loss`` is always Eq. 26's, and the
+    ``step`` dimension carries the coordinate ``time`` = c * lr * step, the Eq. 26 flow time.
+    Raises :class:`TrainingDiverged` at the first non-finite loss (exactly on the CPU; within
+    32 steps on other devices).
     """
     if lr <= 0 or not math.isfinite(lr):
         raise ValueError(f"lr must be a positive number; got {lr}.")
     params = [p for p in model.parameters() if p.requires_grad]
     device, dtype = params[0].device, params[0].dtype
     y = torch.as_tensor(np.asarray(y), dtype=dtype, device=device)
+    n_samples = int(loss_samples) if loss_samples is not None else int(y.shape[0])
+    factor = loss_factor(loss, n_samples)
     opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
     grid = log_step_grid(steps, n_record) if record_steps is None else np.unique(np.asarray(record_steps))
     if grid[0] < 0 or grid[-1] > steps:
@@ -108,14 +118,14 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     analytic = hasattr(model, "loss_and_grad") and len(params) == 1
     for step in range(steps + 1):
         if analytic:
-            loss, grad = model.loss_and_grad(y)
+            value, grad = model.loss_and_grad(y)
         else:
             opt.zero_grad(set_to_none=True)
-            loss = mse_per_replica(model(), y)
-        if step % check_every == 0 and not bool(torch.isfinite(loss.detach()).all()):
-            raise TrainingDiverged(step, loss.detach().cpu().numpy(), lr, divergence_hint)
+            value = mse_per_replica(model(), y)
+        if step % check_every == 0 and not bool(torch.isfinite(value.detach()).all()):
+            raise TrainingDiverged(step, value.detach().cpu().numpy(), lr, divergence_hint)
         if next_idx < len(grid) and step == grid[next_idx]:
-            loss_np = loss.detach().cpu().numpy()
+            loss_np = value.detach().cpu().numpy()
             if not np.all(np.isfinite(loss_np)):
                 raise TrainingDiverged(step, loss_np, lr, divergence_hint)
             losses.append(loss_np)
@@ -126,14 +136,14 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
         if step == steps:
             break
         if analytic:
-            params[0].grad = grad
+            params[0].grad = grad if factor == 1.0 else grad * factor
         else:
-            loss.sum().backward()
+            (value.sum() * factor).backward()
         opt.step()
         now = time.perf_counter()
         if now - last_report >= progress_seconds:
             last_report = now
-            cur = loss.detach()
+            cur = value.detach()
             if not torch.all(torch.isfinite(cur)):
                 raise TrainingDiverged(step, cur.cpu().numpy(), lr, divergence_hint)
             log.info("%s, mean loss %.4g", progress_message(step + 1, steps, now - t0), float(cur.mean()))
@@ -141,8 +151,8 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
 
     n_rep = losses[0].shape[0]
     coords = {"step": ("step", grid.astype(np.int64)),
-              "time": ("step", lr * grid.astype(np.float64), {
-                  "units": "1", "long_name": "gradient-flow time eta * step"}),
+              "time": ("step", factor * lr * grid.astype(np.float64), {
+                  "units": "1", "long_name": "Eq. 26 gradient-flow time c * eta * step (c: loss convention factor)"}),
               replica_dim: np.arange(n_rep) if replica_coords is None else np.asarray(replica_coords)}
     ds = xr.Dataset(coords=coords)
     ds["loss"] = ((replica_dim, "step"), np.stack(losses, axis=1),
@@ -156,5 +166,6 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     if "M" in ds:
         ds["M"].attrs.update(units="1", long_name="order parameter M = W W^T")
     ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
-                    weight_decay=weight_decay)
+                    weight_decay=weight_decay, loss_convention=loss, loss_factor=factor,
+                    loss_convention_formula=describe(loss, n_samples))
     return ds

@@ -1,4 +1,12 @@
-"""Paper Figure 3 (left, middle): gradient descent on the feature-wise data against Theorem 6."""
+"""Paper Figure 3 (left, middle): gradient descent on the feature-wise data against Theorem 6.
+
+Tolerances come from gradient descent's own first-order error. Per step GD multiplies z_k by
+(1 + eta g / 2)^2, g = r_k - C_kk z_k, where the flow multiplies it by exp(eta g): ln z grows at
+g (1 - eta g / 4) per unit time, so GD reaches a level z later than the flow by
+(eta / 4) ln(z / z0) (eta = c lr, the flow step of the loss convention). At half saturation that
+is a relative delay of eta ln(r_k / (2 C_kk eps)) / (4 t*_k), about eta r_k / 4, and the largest
+error of ln z_k along the way is at most eta r_k ln(r_k / (C_kk eps)) / 4.
+"""
 import numpy as np
 import pytest
 import torch
@@ -6,7 +14,8 @@ import torch
 import nqf
 from nqf.config import validate_config
 from nqf.experiments import featurewise
-from nqf.experiments.common import structure_dataset
+from nqf.experiments.common import CHECKS, structure_dataset
+from nqf.losses import loss_factor
 
 R = np.array([1.0, 0.5, 0.25, 0.125, 0.0625])
 EPS = 1e-5
@@ -20,6 +29,28 @@ def paper_config(**over):
 @pytest.fixture(scope="module")
 def data():
     return featurewise.make_data(paper_config())
+
+
+def pipeline(cfg, structure_edit=None):
+    """make_data -> structure -> theory -> train -> fit; ``structure_edit`` tampers with the
+    structure the theory and fit see (the run still trains on the true data)."""
+    data = featurewise.make_data(cfg)
+    structure, _ = structure_dataset(nqf.DiagonalForm(torch.as_tensor(data["A_diag"].values)), data["y"].values)
+    run = featurewise.train_run(data, cfg, "gd", device="cpu")
+    if structure_edit is not None:
+        structure = structure_edit(structure)
+    theory = featurewise.theory(structure, cfg)
+    return structure, theory, run, featurewise.fit(structure, theory, {"gd": run}, cfg)
+
+
+def rows(fit, start):
+    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
+            if str(q).startswith(start)]
+
+
+@pytest.fixture(scope="module")
+def default_outcome():
+    return pipeline(paper_config())
 
 
 def gd_modes(data, lr, t_max=250.0, eps=EPS):
@@ -44,46 +75,84 @@ def test_data_has_the_configured_lv_coefficients(seed, c_diag):
 
 
 def test_gd_follows_theorem6_with_first_order_error(data):
-    """Max relative error <= 3% at lr 0.01, and it halves with lr (O(eta) discretisation).
-
-    Per GD step z picks up a factor (1 - eta h)^2 instead of exp(-2 eta h), h = -(r - Cz)/2,
-    so ln z drifts by -eta r^2 t / 4 during growth: about eta r ln(r/eps) / 4 = 2.9% for r = 1
-    at the ignition time. That is the 3% bound; the ratio of errors at eta and eta/2 is 2 to
-    first order (1.8-2.2 allows the O(eta^2) remainder).
-    """
+    """Per mode, max_t |ln z_GD - ln z_Thm6| stays below the first-order bound
+    eta r ln(r / eps) / 4 (the delay (eta/4) ln(z/z0) times the growth rate g <= r), and the
+    error halves with eta: the ratio at eta and eta / 2 is 2 to first order (1.8-2.2 allows the
+    O(eta^2) remainder, which is eta r / 4 = 0.5 % of the error here)."""
     errors = {}
-    for lr in (0.01, 0.005):
+    for lr in (0.02, 0.01):
         t, z, _ = gd_modes(data, lr)
         z_thm = nqf.logistic_solution(R, np.ones(5), np.full(5, EPS), t)
-        errors[lr] = np.max(np.abs(z - z_thm) / z_thm)
-        bound = lr * R * np.log(R / EPS) / 4
-        per_mode = np.max(np.abs(z - z_thm) / z_thm, axis=0)
-        assert np.all(per_mode <= 1.05 * bound), (per_mode, bound)
-    assert errors[0.01] <= 0.03
-    assert 1.8 <= errors[0.01] / errors[0.005] <= 2.2
+        per_mode = np.max(np.abs(np.log(z) - np.log(z_thm)), axis=0)
+        errors[lr] = per_mode.max()
+        assert np.all(per_mode <= lr * R * np.log(R / EPS) / 4), per_mode
+    assert 1.8 <= errors[0.02] / errors[0.01] <= 2.2
 
 
-def test_measured_ignition_times_within_2_percent(data):
-    t, z, _ = gd_modes(data, 0.01)
-    measured = nqf.ignition_times(t, z)
-    predicted = np.log(R / EPS) / R  # (1/r_k) ln(r_k / (C_kk eps)), C_kk = 1
-    assert np.all(np.abs(measured - predicted) / predicted < 0.02)
-    # Measured at the exact saturation level r_k / C_kk, GD ignites late (the O(eta) drift of
-    # ln z above), as the discretisation analysis predicts.
-    late = nqf.ignition_times(t, z, saturation=R)
-    assert np.all(late > nqf.predicted_ignition_times(R, 1.0, EPS))
+def test_gd_ignites_late_by_the_first_order_delay(default_outcome):
+    """GD reaches half saturation later than Theorem 8 by 70-100 % of the first-order delay
+    eta ln(z_half / eps) / (4 t*) (the delay accrues while ln z grows at g < r, so the
+    first-order term is reached from below; its O(eta^2) remainder is 0.25 % of it at eta = 0.01)."""
+    *_, fit = default_outcome
+    delay = (fit["t_star_measured"] - fit["t_star_predicted"]) / fit["t_star_predicted"]
+    ratio = (delay / fit["t_star_gd_delay"]).values
+    assert np.all((ratio > 0.7) & (ratio <= 1.0)), ratio
 
 
-def test_theory_and_fit_stages_report_passing_claims(data):
-    cfg = paper_config()
-    form = nqf.DiagonalForm(torch.as_tensor(data["A_diag"].values))
-    structure, _ = structure_dataset(form, data["y"].values)
-    theory = featurewise.theory(structure, cfg)
-    run = featurewise.train_run(data, cfg, "gd", device="cpu")
-    fit = featurewise.fit(structure, theory, {"gd": run}, cfg)
+def test_default_config_passes_every_row_with_budget_tolerances(default_outcome):
+    structure, theory, run, fit = default_outcome
     assert bool(np.all(fit["claim_passed"].values))
+    assert set(fit["claim_checks"].values) <= set(CHECKS)
+    assert all(str(s) for s in fit["claim_source"].values)
+    assert all(str(s) for s in fit["claim_tolerance_source"].values)
     assert np.allclose(fit["t_star_predicted"].values, np.log((R - EPS) / EPS) / R, rtol=1e-12)
     # The theory's loss starts at the loss of W(0) and ends at the minimum (0 here).
     assert theory["loss"].values[0] == pytest.approx(float(run["loss"].values[0, 0]), rel=1e-9)
     assert theory["excess_loss"].values[-1] < 1e-6
     assert np.all(np.diff(theory["plateau_loss"].values) < 0)
+    # Theorem 6 puts each drop's midpoint within one transition width 1 / r_k of t*_k (Fig. 3
+    # middle: 'each sharp drop in the loss aligns with t*_k').
+    k = fit["drop_mode"].values
+    offset = (fit["drop_time_predicted"].values - fit["t_star_predicted"].values[k]) * R[k]
+    assert np.all(np.abs(offset) < 1), offset
+
+
+@pytest.mark.parametrize("convention", ["half_mean", "sum", "half_sum"])
+def test_loss_conventions_run_on_the_eq26_clock(convention):
+    """GD with lr / c on the convention's loss (c * L_Eq26) takes the very steps of GD with lr on
+    Eq. 26: the same time coordinate and Eq. 26 losses (float64 rounding, rtol 1e-10), and every
+    claim still passes."""
+    small = dict(r=[1.0, 0.5, 0.25], eps=1e-3, steps=2000, n_record=120)
+    _, _, ref, _ = pipeline(paper_config(lr=0.02, **small))
+    c = loss_factor(convention, 3)
+    _, _, run, fit = pipeline(paper_config(lr=0.02 / c, loss=convention, **small))
+    assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
+    assert np.allclose(run["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
+    assert run.attrs["loss_convention"] == convention
+    assert bool(np.all(fit["claim_passed"].values))
+
+
+FAST = dict(r=[4.0, 2.0, 1.0, 0.5, 0.25], eps=1e-8, lr=0.01, steps=8000)
+
+
+def test_faster_modes_and_smaller_eps_pass_every_row():
+    """r = (4, 2, 1, 0.5, 0.25), eps = 1e-8, lr 0.01: GD's own O(lr) error in ln z reaches 0.16
+    (bound eta r ln(r / eps) / 4 = 0.2 for r = 4), far above the former fixed 3 %, and the
+    budget tolerance follows it; every row passes."""
+    *_, fit = pipeline(paper_config(**FAST))
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit, "")
+    assert float(fit["z_max_log_error"].max()) > 0.1
+
+
+def test_a_wrong_theory_fails():
+    """The same GD run against a theory with every r_k 30 % too large: every ignition, loss drop
+    and trajectory row fails (the budgets are a few per cent, the disagreement ~25 %); the
+    two-theories and Assumption 1 rows, which do not involve the run, still pass."""
+    def wrong(structure):
+        return structure.assign(r=structure["r"] * 1.3)
+
+    *_, fit = pipeline(paper_config(**FAST), structure_edit=wrong)
+    for start in ("ignition time", "loss drop", "max_t,k |ln z_GD"):
+        checked = rows(fit, start)
+        assert checked and not any(ok for _, ok in checked), checked
+    assert all(ok for _, ok in rows(fit, "max_t,k |z_GLV") + rows(fit, "shared-eigenbasis"))

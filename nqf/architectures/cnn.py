@@ -75,6 +75,17 @@ class OneLayerCNN(UnitModule):
         z = self.patches(x) @ self.K.reshape(self.width, -1).T
         return self.act.fn(z).sum(dim=-2) @ self.V.T
 
+    def forward_replicas(self, W: Tensor, x: Tensor) -> Tensor:
+        """Outputs (R, m, k) at unit weights W (R, p, d) for images x (m, H, W): one conv2d whose
+        output channels are every replica's kernels (the same numbers as ``forward_with``,
+        tested), without the (m, P, kh*kw) patches that a vmapped matmul materialises per replica."""
+        (kh, kw), n_k = self.kernel, self.kernel[0] * self.kernel[1]
+        R, d = W.shape[0], W.shape[-1]
+        kernels = W[:, :n_k].transpose(1, 2).reshape(R * d, 1, kh, kw)
+        z = torch.nn.functional.conv2d(x.reshape(-1, 1, *x.shape[-2:]), kernels)  # (m, R d, H', W')
+        h = self.act.fn(z).sum(dim=(-1, -2)).reshape(-1, R, d)
+        return torch.einsum("mrd,rkd->rmk", h, W[:, n_k:])
+
     def unit(self, w: Tensor, x: Tensor) -> Tensor:
         n_k = self.kernel[0] * self.kernel[1]
         return w[n_k:] * self.act.fn(self.patches(x) @ w[:n_k]).sum()

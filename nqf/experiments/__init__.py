@@ -47,11 +47,38 @@ def kind_of(exp_cfg: dict) -> ModuleType:
 
 
 def stage_config(exp_cfg: dict, stage: str) -> dict:
-    """The part of an experiment's config that ``stage`` reads (its kind included)."""
+    """The part of an experiment's config that ``stage`` reads (its kind included). The fit
+    stage also reads the experiment's reading keys (see :func:`reading_of`), which label its
+    summary rows."""
     if stage not in STAGES:
         raise ValueError(f"Unknown stage {stage!r}; stages: {', '.join(STAGES)}.")
-    keys = kind_of(exp_cfg).STAGE_KEYS.get(stage, ())
+    keys = list(kind_of(exp_cfg).STAGE_KEYS.get(stage, ()))
+    if stage == "fit":
+        keys += [k for k in reading_keys(exp_cfg) if k not in keys]
     return {"kind": exp_cfg["kind"], **{k: exp_cfg[k] for k in keys}}
+
+
+# Conventions the paper leaves open: an experiment runs under one reading of each, and its
+# summary rows say which. Every trained kind has ``loss`` (nqf.losses); a kind may add its own
+# (READING_KEYS, e.g. real_data's preprocessing).
+READING_KEYS = ("loss",)
+
+
+def reading_keys(exp_cfg: dict) -> list[str]:
+    """The reading keys an experiment's config holds."""
+    keys = list(READING_KEYS) + list(getattr(kind_of(exp_cfg), "READING_KEYS", ()))
+    return [k for k in keys if k in exp_cfg]
+
+
+def reading_of(exp_cfg: dict) -> str:
+    """'loss half_sum: (1/2) sum (f - y)^2; preprocessing raw': the reading an experiment ran under."""
+    from nqf.losses import FORMULAS
+
+    parts = []
+    for key in reading_keys(exp_cfg):
+        value = exp_cfg[key]
+        parts.append(f"loss {value}: {FORMULAS[value]}" if key == "loss" and value in FORMULAS else f"{key} {value}")
+    return "; ".join(parts)
 
 
 def run_config(exp_cfg: dict, run: str) -> dict:

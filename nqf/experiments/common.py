@@ -14,8 +14,12 @@ from scipy.optimize import nnls
 from nqf.forms import DenseForm, DiagonalForm, StructureForm
 from nqf.lotka_volterra import LotkaVolterra
 
-SUMMARY_COLUMNS = ("experiment", "quantity", "predicted", "measured", "rel_error", "tolerance",
-                   "passed", "note")
+SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "predicted", "measured",
+                   "rel_error", "tolerance", "tolerance_source", "passed", "note")
+# What a summary row checks: a claim of the paper (its figure and sentence in ``source``), a
+# theorem of the paper checked against training (the theorem in ``source``), or a claim of this
+# project (stricter measures, quantities the paper does not report).
+CHECKS = ("paper", "theorem", "ours")
 
 
 def form_to_dataset(form: StructureForm) -> xr.Dataset:
@@ -130,8 +134,40 @@ def lv_from_structure(ds: xr.Dataset) -> LotkaVolterra:
 
 
 @dataclass
+class ErrorBudget:
+    """A tolerance built from the known error terms of one run, times a stated safety factor.
+
+    ``terms`` maps a short name of each error source (e.g. "GD O(lr): lr r_k / 4", "finite eps",
+    "seed s.e.") to its size, in the units of the claim's error (relative for a relative claim).
+    The tolerance is ``factor`` times their sum (a bound that does not assume the terms cancel).
+    """
+
+    terms: dict
+    factor: float
+
+    @property
+    def tolerance(self) -> float:
+        return float(self.factor) * float(sum(abs(float(v)) for v in self.terms.values()))
+
+    def describe(self) -> str:
+        parts = " + ".join(f"{name} {float(v):.3g}" for name, v in self.terms.items())
+        return f"{float(self.factor):g} x ({parts}) = {self.tolerance:.3g}"
+
+    def claim(self, quantity: str, predicted: float, measured: float, **kwargs) -> "Claim":
+        """A 'close' Claim whose tolerance and tolerance_source come from this budget."""
+        return Claim(quantity, predicted, measured, self.tolerance, tolerance_source=self.describe(), **kwargs)
+
+
+@dataclass
 class Claim:
-    """One checked claim: a row of results/summary.csv."""
+    """One checked claim: a row of results/summary.csv.
+
+    ``checks`` says what the row is (see CHECKS) and ``source`` where the claim comes from (for a
+    paper claim, the figure and its sentence). ``tolerance_source`` says how the tolerance was
+    set: the error budget of the run (GD's O(lr) error, finite-eps terms, seed standard errors)
+    times a stated factor, or why a bound needs none. ``reading`` is filled by the fit stage with
+    the conventions the experiment ran under (loss convention, preprocessing).
+    """
 
     quantity: str
     predicted: float
@@ -142,6 +178,14 @@ class Claim:
     # "close": |measured - predicted| (relative unless relative=False) <= tolerance;
     # "at_most" / "at_least": measured <= / >= predicted (a bound; tolerance is not used).
     kind: str = "close"
+    checks: str = "ours"
+    source: str = ""
+    tolerance_source: str = ""
+    reading: str = ""
+
+    def __post_init__(self):
+        if self.checks not in CHECKS:
+            raise ValueError(f"Claim.checks must be one of {', '.join(CHECKS)}; got {self.checks!r}.")
 
     @property
     def rel_error(self) -> float:
@@ -163,34 +207,58 @@ class Claim:
 
 def claims_dataset(claims: list[Claim]) -> xr.Dataset:
     """Claims as variables along a ``claim`` dimension (they travel inside the fit file)."""
+    text = lambda name: ("claim", np.array([getattr(c, name) for c in claims], dtype=object))  # noqa: E731
     return xr.Dataset(
         {
-            "claim_quantity": ("claim", np.array([c.quantity for c in claims], dtype=object)),
+            "claim_quantity": text("quantity"),
+            "claim_checks": text("checks"),
+            "claim_source": text("source"),
+            "claim_reading": text("reading"),
             "claim_predicted": ("claim", np.array([c.predicted for c in claims], float)),
             "claim_measured": ("claim", np.array([c.measured for c in claims], float)),
             "claim_rel_error": ("claim", np.array([c.rel_error for c in claims], float)),
             "claim_tolerance": ("claim", np.array([c.tolerance if c.kind == "close" else np.nan
                                                    for c in claims], float)),
+            "claim_tolerance_source": text("tolerance_source"),
             "claim_passed": ("claim", np.array([c.passed for c in claims], bool)),
-            "claim_note": ("claim", np.array([c.note for c in claims], dtype=object)),
+            "claim_note": text("note"),
         },
         coords={"claim": np.arange(len(claims))},
     )
 
 
+def with_reading(fit: xr.Dataset, reading: str) -> xr.Dataset:
+    """The fit file's claims with their reading set (claims a kind labelled itself keep theirs)."""
+    if fit.sizes.get("claim", 0) == 0:
+        return fit
+    current = fit["claim_reading"].values if "claim_reading" in fit else np.full(fit.sizes["claim"], "", dtype=object)
+    values = np.array([str(v) if str(v) else reading for v in current], dtype=object)
+    return fit.assign(claim_reading=("claim", values))
+
+
 def summary_rows(exp_id: str, fit: xr.Dataset) -> list[dict]:
-    """Rows of results/summary.csv from a fit file's claims."""
+    """Rows of results/summary.csv from a fit file's claims (older fit files without the
+    checks/source/reading columns give empty strings there)."""
     rows = []
-    for i in range(fit.sizes.get("claim", 0)):
+    n = fit.sizes.get("claim", 0)
+
+    def text(name, i):
+        return str(fit[name].values[i]) if name in fit else ""
+
+    for i in range(n):
         rows.append({
             "experiment": exp_id,
-            "quantity": str(fit["claim_quantity"].values[i]),
+            "quantity": text("claim_quantity", i),
+            "checks": text("claim_checks", i),
+            "source": text("claim_source", i),
+            "reading": text("claim_reading", i),
             "predicted": float(fit["claim_predicted"].values[i]),
             "measured": float(fit["claim_measured"].values[i]),
             "rel_error": float(fit["claim_rel_error"].values[i]),
             "tolerance": float(fit["claim_tolerance"].values[i]),
+            "tolerance_source": text("claim_tolerance_source", i),
             "passed": bool(fit["claim_passed"].values[i]),
-            "note": str(fit["claim_note"].values[i]),
+            "note": text("claim_note", i),
         })
     return rows
 

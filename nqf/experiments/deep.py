@@ -23,7 +23,8 @@ import torch
 import xarray as xr
 
 from nqf.deep import build_deep, train_deep_trio
-from nqf.experiments.common import Claim, claims_dataset
+from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.losses import flow_lr
 from nqf.training import log_step_grid
 
 KIND = "deep"
@@ -36,7 +37,7 @@ COLORS = {"deep": "k", "nqf2": "C1", "nqf1": "C4"}
 _DATA = ("architectures", "sizes", "n_train", "n_test", "teacher_std", "data_seed")
 STAGE_KEYS = {
     "data": _DATA,
-    "train": _DATA + ("optimizers", "lr", "steps", "init_variances", "seeds", "n_record", "momentum"),
+    "train": _DATA + ("optimizers", "loss", "lr", "steps", "init_variances", "seeds", "n_record", "momentum"),
     "theory": ("architectures",),
     "fit": ("architectures", "optimizers", "init_variances", "window_fraction", "tolerances"),
     "figure": ("description", "architectures", "optimizers", "init_variances"),
@@ -56,7 +57,7 @@ def run_config(cfg: dict, run: str) -> dict:
     for a in cfg["architectures"]:
         for o in cfg["optimizers"]:
             if run_id(a, o) == run:
-                shared = ("n_train", "n_test", "teacher_std", "data_seed", "seeds", "n_record", "momentum")
+                shared = ("n_train", "n_test", "teacher_std", "data_seed", "loss", "seeds", "n_record", "momentum")
                 return {"architecture": a, "optimizer": o, "size": cfg["sizes"][a], "lr": cfg["lr"][a][o],
                         "steps": cfg["steps"][a][o], "init_variances": cfg["init_variances"][a],
                         **{k: cfg[k] for k in shared}}
@@ -127,19 +128,27 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     variances = np.asarray(rc["init_variances"], float)
     W0 = [torch.cat([math.sqrt(v) * g for v in variances]) for g in G]
     steps = int(rc["steps"])
+    loss = rc.get("loss", "mean")
     res = train_deep_trio(model, W0, xtr, ytr, xte, yte, lr=float(rc["lr"]), steps=steps, optimizer=opt,
-                          record_steps=log_step_grid(steps, int(rc["n_record"])), momentum=rc["momentum"])
+                          record_steps=log_step_grid(steps, int(rc["n_record"])), momentum=rc["momentum"],
+                          loss=loss)
     index = pd.MultiIndex.from_product([variances, np.asarray(rc["seeds"])], names=["init_variance", "seed"])
     ds = xr.Dataset(coords={"step": res["step"], "replica": np.arange(len(index))})
-    ds = ds.assign_coords(time=("step", float(rc["lr"]) * res["step"].astype(float), {"units": "1", "long_name": "eta * step"}))
+    h = flow_lr(float(rc["lr"]), loss, ytr.shape[0])
+    ds = ds.assign_coords(time=("step", h * res["step"].astype(float), {
+        "units": "1", "long_name": "Eq. 26 flow time c eta step (c: loss convention factor; no flow clock for Adam)"}))
     for split in ("train", "test"):
         for n in MODELS:
             ds[f"{split}_{n}"] = (("replica", "step"), res[f"{split}_{n}"], {
                 "units": "1", "long_name": f"{LABELS[n]} {split} MSE (1/m) sum (f - y)^2 (NaN after divergence)"})
+    ds["truncation"] = (("replica", "step"), res["truncation"], {
+        "units": "1", "long_name": "2-layer NQF's relative remainder at the network's weights, "
+                                   "RMS(f - f_2NQF) / RMS(f_2NQF) on the training inputs"})
     ds = ds.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "replica")).unstack("replica")
     ds = ds.transpose("init_variance", "seed", "step")
     ds["init_variance"].attrs.update(units="1", long_name="init variance var (weights N(0, var / fan-in))")
-    ds.attrs.update(run=run, experiment_kind=KIND, architecture=a, optimizer=opt, lr=float(rc["lr"]), steps=steps)
+    ds.attrs.update(run=run, experiment_kind=KIND, architecture=a, optimizer=opt, lr=float(rc["lr"]), steps=steps,
+                    loss_convention=loss, loss_factor=res["loss_factor"])
     return ds
 
 

@@ -45,3 +45,25 @@ rule structure_figure:
     script:
         "../scripts/structure_figure.py"
 
+
+
+def reproduction_params(wildcards=None):
+    """Per experiment: its kind, description and reading (they label the reproduction page)."""
+    return {exp: {"kind": cfg["kind"], "description": cfg.get("description", ""),
+                  "reading": nqf_experiments.reading_of(cfg)}
+            for exp, cfg in sorted(EXPERIMENTS.items())}
+
+
+rule reproduction:
+    """The one-page view: each paper figure with its claim, verdict, numbers and conditions."""
+    input:
+        expand("results/fits/{exp}.nc", exp=sorted(EXPERIMENTS)),
+    output:
+        md="results/reproduction.md",
+        html=report("results/reproduction.html", category="reproduction", caption="../report/reproduction.rst"),
+    params:
+        experiments=reproduction_params(),
+    log:
+        "results/logs/reproduction.log",
+    script:
+        "../scripts/reproduction.py"

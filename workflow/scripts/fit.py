@@ -1,7 +1,8 @@
 """Rule fit: measurements from the runs beside the theory, and the checked claims."""
 from pathlib import Path
 
-from nqf.experiments import kind_of, merge_seed_blocks
+from nqf.experiments import kind_of, merge_seed_blocks, reading_of
+from nqf.experiments.common import with_reading
 from nqf.experiments.divergence import divergence_fit, diverged_runs
 from nqf.experiments.jobs import job
 from nqf.netcdf import open_result, write_dataset
@@ -17,5 +18,6 @@ with job(snakemake.log[0], "fit") as log:  # noqa: F821
         ds = divergence_fit(runs)
     else:
         ds = kind_of(cfg).fit(structure, theory, runs, cfg)
+    ds = with_reading(ds, reading_of(cfg))
     write_dataset(ds, snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf fits of experiment {snakemake.wildcards.exp}")  # noqa: F821

@@ -1,0 +1,204 @@
+"""The one-page view of a reproduction: each paper figure with its claim, verdict, numbers and
+conditions, written from the fit files (``results/reproduction.md`` and ``.html``).
+
+A summary row (nqf.experiments.common.Claim) says what it checks: a claim of the paper (its
+figure and sentence), a theorem checked against training, or this project's own claim, and the
+reading it ran under (loss convention, preprocessing). Several experiments of one kind are
+several readings of the same figure; this page puts them side by side, so a paper claim that
+holds under one reading and not another says so, with both measurements.
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import xarray as xr
+
+from nqf.experiments.common import summary_rows
+
+# The paper figure each kind reproduces (None: an experiment of this project, not in the paper).
+PAPER_FIGURES = {
+    "nqf_approximation": ("Fig. 2", "NQF approximation across architectures, optimizers and init scales"),
+    "featurewise": ("Fig. 3 (left, middle)", "feature-wise saddle-to-saddle dynamics (Theorem 6)"),
+    "featurewise_powerlaw": ("Fig. 3 (right)", "feature-wise power law (Theorem 9)"),
+    "samplewise": ("Fig. 4", "sample-wise saddle-to-saddle dynamics (Theorem 5)"),
+    "fourier_powerlaw": ("Fig. 5", "power laws of the Fourier MLP"),
+    "teacher_student": ("Fig. 6", "teacher-student online SGD, module vs NQF"),
+    "real_data": ("Fig. 7", "odd vs even MNIST digits, module vs NQF"),
+    "deep": ("Fig. 8", "deep networks vs 2-layer and 1-layer NQFs"),
+    "samplewise_powerlaw": ("Theorem 11", "sample-wise power law (no figure in the paper)"),
+}
+ORDER = ("Fig. 2", "Fig. 3 (left, middle)", "Fig. 3 (right)", "Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8",
+         "Theorem 11")
+
+
+@dataclass
+class Experiment:
+    """One experiment's rows and how it ran."""
+
+    exp_id: str
+    kind: str
+    description: str
+    reading: str
+    rows: list = field(default_factory=list)
+
+    @property
+    def figure(self) -> str | None:
+        entry = PAPER_FIGURES.get(self.kind)
+        return entry[0] if entry else None
+
+
+def collect(fits: dict[str, xr.Dataset], configs: dict[str, dict]) -> list[Experiment]:
+    """Experiments with their summary rows; ``configs`` maps an experiment id to its kind,
+    description and reading (strings from the workflow config)."""
+    out = []
+    for exp_id in sorted(fits):
+        cfg = configs.get(exp_id, {})
+        kind = str(cfg.get("kind", fits[exp_id].attrs.get("experiment_kind", "")))
+        out.append(Experiment(exp_id, kind, str(cfg.get("description", "")), str(cfg.get("reading", "")),
+                              summary_rows(exp_id, fits[exp_id])))
+    return out
+
+
+def _num(v: float) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:.4g}"
+
+
+def _verdict(rows) -> str:
+    if not rows:
+        return "no rows"
+    failed = [r for r in rows if not r["passed"]]
+    return "holds" if not failed else f"misses {len(failed)} of {len(rows)}"
+
+
+def _first_sentence(note: str, limit: int = 260) -> str:
+    note = note.strip()
+    return note if len(note) <= limit else note[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def figure_sections(experiments: list[Experiment]) -> list[dict]:
+    """Per paper figure: its title, the paper's claims (sources), and per experiment (reading) the
+    paper rows with their verdicts, plus the theorem and own rows counted."""
+    by_fig: dict[str, list[Experiment]] = {}
+    for exp in experiments:
+        if exp.figure:
+            by_fig.setdefault(exp.figure, []).append(exp)
+    sections = []
+    for fig in sorted(by_fig, key=lambda f: ORDER.index(f) if f in ORDER else len(ORDER)):
+        exps = by_fig[fig]
+        title = PAPER_FIGURES[exps[0].kind][1]
+        readings = []
+        for exp in exps:
+            paper = [r for r in exp.rows if r["checks"] == "paper"]
+            theorem = [r for r in exp.rows if r["checks"] == "theorem"]
+            ours = [r for r in exp.rows if r["checks"] not in ("paper", "theorem")]
+            readings.append({"experiment": exp, "paper": paper, "theorem": theorem, "ours": ours,
+                             "verdict": _verdict(paper) if paper else "no paper rows"})
+        holds = [r["experiment"].exp_id for r in readings if r["paper"] and r["verdict"] == "holds"]
+        sources = sorted({r["source"] for rd in readings for r in rd["paper"] if r["source"]})
+        sections.append({"figure": fig, "title": title, "readings": readings, "holds_under": holds,
+                         "sources": sources})
+    return sections
+
+
+def markdown(experiments: list[Experiment], *, header: str = "") -> str:
+    """The reproduction page as Markdown."""
+    rows = [r for e in experiments for r in e.rows]
+    count = {c: [r for r in rows if r["checks"] == c] for c in ("paper", "theorem", "ours")}
+    lines = ["# Reproduction of *Neural Quadratic Forms* (arXiv 2608.13335)", ""]
+    if header:
+        lines += [header, ""]
+    lines += [f"{len(rows)} checked rows, {sum(r['passed'] for r in rows)} pass: "
+              + ", ".join(f"{c} {sum(r['passed'] for r in rs)}/{len(rs)}" for c, rs in count.items())
+              + " (paper = a claim of the paper, theorem = a theorem checked against training, ours = this "
+                "project's own claim). Every row, with its tolerance and the tolerance's source, is in "
+                "`summary.csv`.", ""]
+    for sec in figure_sections(experiments):
+        lines += [f"## {sec['figure']}: {sec['title']}", ""]
+        for src in sec["sources"]:
+            lines.append(f"> {src}")
+        if sec["sources"]:
+            lines.append("")
+        if sec["holds_under"]:
+            lines.append(f"**Verdict: the paper's claim holds under {', '.join(f'`{e}`' for e in sec['holds_under'])}.**")
+        elif any(rd["paper"] for rd in sec["readings"]):
+            lines.append("**Verdict: not reproduced under any reading run here** (causes in the rows below).")
+        lines.append("")
+        for rd in sec["readings"]:
+            exp = rd["experiment"]
+            lines.append(f"### `{exp.exp_id}` ({exp.reading or 'default reading'}): paper claim {rd['verdict']}")
+            lines.append("")
+            if rd["paper"]:
+                lines += ["| claim (paper) | predicted | measured | criterion | verdict | note |",
+                          "|---|---|---|---|---|---|"]
+                for r in rd["paper"]:
+                    crit = (f"tol {_num(r['tolerance'])}" if math.isfinite(r["tolerance"]) else "bound")
+                    lines.append(f"| {r['quantity']} | {_num(r['predicted'])} | {_num(r['measured'])} | {crit} | "
+                                 f"{'pass' if r['passed'] else '**miss**'} | {_first_sentence(r['note'])} |")
+                lines.append("")
+            extra = rd["theorem"] + rd["ours"]
+            if extra:
+                bad = [r for r in extra if not r["passed"]]
+                lines.append(f"Theorem rows {sum(r['passed'] for r in rd['theorem'])}/{len(rd['theorem'])} pass, "
+                             f"this project's rows {sum(r['passed'] for r in rd['ours'])}/{len(rd['ours'])} pass"
+                             + ("; misses: " + "; ".join(f"{r['quantity']} ({_first_sentence(r['note'], 160)})"
+                                                        for r in bad) if bad else "") + ".")
+                lines.append("")
+    own = [e for e in experiments if not e.figure]
+    if own:
+        lines += ["## This project's experiments (not in the paper)", "",
+                  "| experiment | kind | reading | theorem rows | own rows | misses |", "|---|---|---|---|---|---|"]
+        for e in own:
+            th = [r for r in e.rows if r["checks"] == "theorem"]
+            ours = [r for r in e.rows if r["checks"] != "theorem"]
+            bad = [r["quantity"] for r in e.rows if not r["passed"]]
+            lines.append(f"| `{e.exp_id}` | {e.kind} | {e.reading or '-'} | {sum(r['passed'] for r in th)}/{len(th)} | "
+                         f"{sum(r['passed'] for r in ours)}/{len(ours)} | {'; '.join(bad) or '-'} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def html_page(markdown_text: str) -> str:
+    """A self-contained HTML rendering of :func:`markdown`'s output (headings, quotes, tables,
+    bold, code), for the snakemake report; no Markdown library needed for this subset."""
+    import re
+
+    def inline(text: str) -> str:
+        text = html.escape(text)
+        text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+        text = re.sub(r"\*(.+?)\*", r"<i>\1</i>", text)
+        return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+
+    out, table = [], []
+
+    def flush():
+        if table:
+            head, *body = [row for row in table if not set(row.replace("|", "").strip()) <= {"-"}]
+            cells = lambda row: [c.strip() for c in row.strip().strip("|").split("|")]  # noqa: E731
+            out.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in cells(head)) + "</tr>")
+            out.extend("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in cells(r)) + "</tr>" for r in body)
+            out.append("</table>")
+            table.clear()
+
+    for line in markdown_text.splitlines():
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        flush()
+        level = len(line) - len(line.lstrip("#"))
+        if 0 < level <= 6 and line[level:level + 1] == " ":
+            out.append(f"<h{level}>{inline(line[level + 1:])}</h{level}>")
+        elif line.startswith("> "):
+            out.append(f"<blockquote>{inline(line[2:])}</blockquote>")
+        elif line.strip():
+            out.append(f"<p>{inline(line)}</p>")
+    flush()
+    style = ("body{font-family:sans-serif;max-width:72em;margin:2em auto;line-height:1.4}"
+             "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #bbb;padding:3px 6px;"
+             "font-size:90%;vertical-align:top}blockquote{color:#444;border-left:3px solid #bbb;margin:0.3em 0;"
+             "padding-left:0.8em}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>nqf reproduction</title>"
+            f"<style>{style}</style></head><body>" + "\n".join(out) + "</body></html>")

@@ -1,0 +1,16 @@
+"""Rule reproduction: results/reproduction.md and .html, one section per paper figure."""
+import datetime
+
+from nqf.experiments.jobs import job
+from nqf.experiments.reproduction import collect, html_page, markdown
+from nqf.netcdf import open_result, write_text
+
+params = snakemake.params.experiments  # noqa: F821
+with job(snakemake.log[0], "reproduction") as log:  # noqa: F821
+    fits = {exp: open_result(path, made_by="fit") for exp, path in zip(sorted(params), snakemake.input)}  # noqa: F821
+    header = (f"Written {datetime.date.today().isoformat()} from `results/fits/*.nc` "
+              f"({len(fits)} experiments) by the workflow's reproduction rule.")
+    text = markdown(collect(fits, params), header=header)
+    write_text(snakemake.output.md, text)  # noqa: F821
+    write_text(snakemake.output.html, html_page(text))  # noqa: F821
+    log.info("wrote %s and %s", snakemake.output.md, snakemake.output.html)  # noqa: F821

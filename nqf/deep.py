@@ -229,11 +229,18 @@ def mse(f: Tensor, y: Tensor) -> Tensor:
 
 
 def truncation(model, W: Sequence[Tensor], x: Tensor) -> Tensor:
-    """RMS(f(W) - f_NQF(W)) / RMS(f_NQF(W)) per replica: the relative remainder of the L-block NQF
-    at the network's own weights W (Definition 2 per block: O(|W|^2) relative, the tanh cubic or
-    the softmax's first-order term of each block)."""
-    f, f2 = model.forward(W, x), model.nqf(W, x)
-    return (f - f2).pow(2).flatten(1).mean(1).sqrt() / f2.pow(2).flatten(1).mean(1).sqrt().clamp_min(1e-300)
+    """The network's relative distance from its L-block NQF at its own weights W, per replica.
+
+    Eq. 3 per block: the block rescaling (``block_rescale``: inner weights times s, readout
+    divided by s) leaves every block NQF, hence f_NQF, unchanged, and the network converges to
+    it as g(s) = f_NQF + s^2 R + O(s^4). Richardson's elimination from s = 1 and 1/2 gives
+    f_NQF ~ (4 g(1/2) - g(1)) / 3 and R ~ (4/3)(g(1) - g(1/2)); the result is RMS(R) / RMS(f_NQF),
+    the O(|W|^2) relative remainder, estimated from the network alone (not from the NQF it is
+    compared with, so a wrong NQF cannot widen its own budget).
+    """
+    g1, gh = model.forward(W, x), model.forward(model.block_rescale(W, 0.5), x)
+    rest, limit = (4.0 / 3.0) * (g1 - gh), (4.0 * gh - g1) / 3.0
+    return rest.pow(2).flatten(1).mean(1).sqrt() / limit.pow(2).flatten(1).mean(1).sqrt().clamp_min(1e-300)
 
 
 def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_test, *, lr: float,
@@ -248,8 +255,9 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
     samples): the gradient of the Eq. 26 loss times its factor c, so GD and momentum run the Eq. 26
     dynamics with step c lr (Adam: only its eps term changes). Returns numpy arrays
     ``train_<name>``, ``test_<name>`` (Eq. 26 units) of shape (R, n_record) for name in (deep,
-    nqf2, nqf1), ``truncation`` (R, n_record), the L-block NQF's relative remainder at the
-    network's weights on the training inputs (:func:`truncation`), ``step`` and ``loss_factor`` c.
+    nqf2, nqf1), ``truncation`` (R, n_record), the network's relative O(|W|^2) distance from its
+    L-block NQF at its own weights on the training inputs (:func:`truncation`), ``step`` and
+    ``loss_factor`` c.
     """
     import logging
     import time

@@ -126,10 +126,9 @@ class RawMLPReplicas(torch.nn.Module):
 
 
 def _tanh(x: torch.Tensor) -> torch.Tensor:
-    """tanh; on the CPU through numpy, whose float64 tanh is 3-4x faster than torch's (measured,
-    torch 2.13, one thread): the tanh is most of a training step here."""
-    if x.device.type == "cpu":
-        return torch.from_numpy(np.tanh(x.numpy()))
+    """tanh, the bulk of a training step here. torch's vectorised float64 tanh: 0.54 ms for the
+    (6, 129, 104) arguments of the default run against numpy's 1.2 ms (measured on this project's
+    2-core CI machine kind, torch 2.13, one thread; an earlier machine showed the opposite)."""
     return torch.tanh(x)
 
 

@@ -229,3 +229,17 @@ def test_self_attention_readout_is_the_qk_head_at_the_mean_query():
     A_qk = qk.structure((X.mean(-1), X)).dense()
     assert float((A_sa - A_qk).abs().max()) <= 1e-13
     assert float(A_sa.abs().max()) > 0.05
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_forward_replicas_equals_forward_with_per_replica(name):
+    """forward_replicas (one conv2d for the CNN, one batched contraction for the self-attention,
+    a vmap elsewhere) gives each replica's forward_with outputs to float64 rounding (1e-12 of the
+    output scale), at weights large enough that every nonlinearity is far from linear."""
+    module = ARCHITECTURES[name].build()
+    x = module.sample_inputs(7, torch.Generator().manual_seed(3))
+    W = 0.7 * torch.randn(3, module.p, module.width, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    batched = module.forward_replicas(W, x)
+    single = torch.stack([module.forward_with(W[r], x) for r in range(3)])
+    assert batched.shape == single.shape
+    assert torch.allclose(batched, single, rtol=0, atol=1e-12 * float(single.abs().max()))

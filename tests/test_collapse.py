@@ -1,4 +1,11 @@
-"""Different structure matrices with equal LV coefficients collapse in rescaled time."""
+"""Different structure matrices with equal LV coefficients collapse in rescaled time.
+
+Tolerances come from the run's error budget. GD multiplies z by (1 + eta g / 2)^2 per step where
+the flow multiplies it by exp(eta g), so it reaches half saturation later than Theorem 8 by
+(eta / 4) ln(z_half / z_k(0)) (eta = c lr, the flow step of the loss convention). The
+rectangular model's partner modes (r = -r_k, C_kk' = -C_kk) start at z_k'(0) ~ eps and decay at
+rate r_k, adding C_kk z_k'(0) / r_k to ln z_k: an advance of C_kk z_k'(0) / (r_k^2 t*_k) relative.
+"""
 import numpy as np
 import pytest
 import torch
@@ -6,11 +13,33 @@ import torch
 import nqf
 from nqf.config import validate_config
 from nqf.experiments import collapse
-from nqf.experiments.common import form_from_dataset, structure_dataset
+from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
+from nqf.losses import loss_factor
+
+SMALL = dict(architectures=["diagonal", "rectangular"], r=[1.0, 0.4], eps=[1e-3, 1e-6], seeds=2, tau_max=3.5,
+             n_record=120)
 
 
 def config(**over):
     return validate_config({"experiments": {"c": {"kind": "collapse", **over}}})["experiments"]["c"]
+
+
+def pipeline(cfg, structure_edit=None):
+    """make_data -> structure -> theory -> train (one run per architecture and eps) -> fit;
+    ``structure_edit`` tampers with the structure the theory and fit see."""
+    data = collapse.make_data(cfg)
+    structure, _ = structure_dataset(form_from_dataset(data), data["y"].values)
+    runs = {run: collapse.train_run(data, collapse.run_config(cfg, run), run, device="cpu")
+            for run in collapse.runs(cfg)}
+    if structure_edit is not None:
+        structure = structure_edit(structure)
+    theory = collapse.theory(structure, cfg)
+    return structure, theory, runs, collapse.fit(structure, theory, runs, cfg)
+
+
+def rows(fit, part=""):
+    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
+            if part in str(q)]
 
 
 @pytest.mark.parametrize("arch", collapse.ARCHITECTURES)
@@ -23,27 +52,65 @@ def test_every_architecture_has_the_same_lv_coefficients(arch):
     assert np.allclose(np.sort(lv.r[rising]), np.sort([1.0, 0.5, 0.25, 0.1]), atol=1e-12)
     C_rising = lv.C[np.ix_(rising, rising)]
     assert np.allclose(C_rising, np.eye(4), atol=1e-12)
-    if arch == "rectangular":  # the partner modes have r < 0: they never ignite
+    if arch == "rectangular":  # the partner modes have r < 0 and C_kk' = -C_kk: they never ignite
         assert np.allclose(np.sort(lv.r[~rising]), -np.sort([1.0, 0.5, 0.25, 0.1])[::-1], atol=1e-12)
+        partner = np.array([np.argmin(np.abs(lv.r + rk)) for rk in lv.r[rising]])
+        assert np.allclose(lv.C[np.flatnonzero(rising), partner], -1.0, atol=1e-12)
 
 
 def test_ignition_times_collapse_as_eps_falls():
     cfg = config(eps=[1e-2, 1e-4, 1e-8], seeds=2, tau_max=4.5, lr=0.02, n_record=150)
-    data = collapse.make_data(cfg)
-    structure, _ = structure_dataset(form_from_dataset(data), data["y"].values)
-    theory = collapse.theory(structure, cfg)
-    runs = {run: collapse.train_run(data, collapse.run_config(cfg, run), run, device="cpu")
-            for run in collapse.runs(cfg)}
-    fit = collapse.fit(structure, theory, runs, cfg)
+    *_, fit = pipeline(cfg)
     tau = fit["tau_star_measured"].values  # (architecture, eps, seed, mode)
     spread = (tau.max(axis=0) - tau.min(axis=0)).max(axis=(1, 2))
     # Theorem 8: the spread is |ln(c_k ratio)| / (r_k ln(1/eps)), so it halves when ln(1/eps) doubles.
     assert np.allclose(spread[1:] / spread[:-1], 0.5, atol=0.02)
-    # GD follows Theorem 8 with each seed's own initial profile: O(lr) = 0.02 * r / 4 relative.
-    # The rectangular model's partner modes (r < 0, coupled by C = -C_kk) start at z ~ eps and
-    # shift its growth rates by up to C_kk eps / r_k: 4% for r = 0.25 at eps = 1e-2.
+    # GD follows Theorem 8 with each seed's own initial profile, within its first-order budget
+    # (GD delay + partner advance; 1.5 allows the O(eta^2) and O(eps^2) remainders).
     rel = np.abs(tau - fit["tau_star_theorem8"].values) / fit["tau_star_theorem8"].values
-    r = np.array([1.0, 0.5, 0.25])
-    bound = 0.02 * r[None, :] / 4 * 1.5 + np.array([1e-2, 1e-4, 1e-8])[:, None] / r[None, :]
-    assert np.all(rel.max(axis=(0, 2)) <= bound), rel.max(axis=(0, 2))
-    assert np.nanmax(rel[:, 1:]) < 0.02 * 1.0 / 4 * 1.5  # eps <= 1e-4: the lr term alone
+    assert np.all(rel <= 1.5 * (fit["gd_delay"].values + fit["partner_advance"].values)), rel
+    assert float(fit["partner_advance"].sel(eps=1e-2).max()) > 0.01  # a real term at large eps
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+    assert set(fit["claim_checks"].values) <= set(CHECKS)
+    assert all(str(s) for s in fit["claim_source"].values)
+    assert all(str(s) for s in fit["claim_tolerance_source"].values)
+
+
+@pytest.fixture(scope="module")
+def small_outcome():
+    return pipeline(config(lr=0.02, **SMALL))
+
+
+@pytest.mark.parametrize("convention", ["half_mean", "sum"])
+def test_loss_conventions_run_on_the_eq26_clock(convention, small_outcome):
+    """GD with lr / c on the convention's loss (c * L_Eq26) takes the very steps of GD with lr on
+    Eq. 26: the same steps, time coordinate and Eq. 26 losses (float64 rounding, rtol 1e-10), and
+    every claim still passes."""
+    structure, _, ref_runs, _ = small_outcome
+    c = loss_factor(convention, structure.sizes["sample"])
+    _, _, runs, fit = pipeline(config(lr=0.02 / c, loss=convention, **SMALL))
+    for run, ref in ref_runs.items():
+        assert np.array_equal(runs[run]["step"].values, ref["step"].values)
+        assert np.allclose(runs[run]["time"].values, ref["time"].values, rtol=1e-10, atol=0)
+        assert np.allclose(runs[run]["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+
+
+FAST = dict(r=[2.0, 0.8], eps=[1e-2, 1e-6], seeds=2, tau_max=3.5, lr=0.05, n_record=120)
+
+
+def test_faster_modes_and_a_larger_lr_pass_every_row():
+    """r = (2, 0.8), lr 0.05: GD ignites mode 1 late by ~2.4 % (eta r / 4 = 2.5 %), above the
+    former fixed 2 %; the budget follows, and every row passes."""
+    *_, fit = pipeline(config(**FAST))
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+    rel = np.abs(fit["tau_star_measured"] - fit["tau_star_theorem8"]) / fit["tau_star_theorem8"]
+    assert float(rel.max()) > 0.02
+
+
+def test_a_wrong_theory_fails():
+    """The same GD runs against Theorem 8 with every r_k 30 % too large: each GD-vs-Theorem-8
+    row fails (budgets of a few per cent against a ~25 % disagreement)."""
+    *_, fit = pipeline(config(**FAST), structure_edit=lambda st: st.assign(r=st["r"] * 1.3))
+    checked = rows(fit, "GD ignition vs Theorem 8")
+    assert checked and not any(ok for _, ok in checked), checked

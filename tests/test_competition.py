@@ -1,22 +1,47 @@
-"""Coupled GLV (non-diagonal C): GD vs GLV integration vs the eps -> 0 staircase."""
+"""Coupled GLV (non-diagonal C): GD vs GLV integration vs the eps -> 0 staircase.
+
+Tolerances come from the run's error budget. GD multiplies z_k by (1 + eta g_k / 2)^2 per step,
+g = r - C z, where the flow multiplies it by exp(eta g_k): GD follows the modified flow
+d ln z_k / dt = (2 / eta) ln(1 + eta g_k / 2) up to O(eta^2), and the theory integrates that
+flow to get GD's first-order ignition shift (eta = c lr, the flow step of the loss convention).
+A plateau of the GLV at finite eps sits off the staircase by sum_k |g_k| eps^|x_k| / 4 from the
+modes not yet ignited (the loss is quadratic in z with gradient -g / 4 at the plateau).
+"""
 import numpy as np
 import pytest
 
 from nqf.config import validate_config
 from nqf.experiments import competition
-from nqf.experiments.common import form_from_dataset, structure_dataset
+from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
+from nqf.losses import loss_factor
+
+
+def config(**over):
+    return validate_config({"experiments": {"c": {"kind": "competition", **over}}})["experiments"]["c"]
+
+
+def pipeline(cfg, structure_edit=None):
+    """make_data -> structure -> theory -> train (one run per eps) -> fit; ``structure_edit``
+    tampers with the structure the theory and fit see (the runs still train on the true data)."""
+    data = competition.make_data(cfg)
+    structure, _ = structure_dataset(form_from_dataset(data), data["y"].values)
+    runs = {run: competition.train_run(data, competition.run_config(cfg, run), run, device="cpu")
+            for run in competition.runs(cfg)}
+    if structure_edit is not None:
+        structure = structure_edit(structure)
+    theory = competition.theory(structure, cfg)
+    return structure, theory, runs, competition.fit(structure, theory, runs, cfg)
+
+
+def rows(fit, start=""):
+    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
+            if start in str(q)]
 
 
 @pytest.fixture(scope="module")
 def outcome():
-    cfg = validate_config({"experiments": {"c": {"kind": "competition", "eps": [1e-4, 1e-8, 1e-16],
-                                                 "lr": 0.004, "n_record": 300}}})["experiments"]["c"]
-    data = competition.make_data(cfg)
-    structure, _ = structure_dataset(form_from_dataset(data), data["y"].values)
-    theory = competition.theory(structure, cfg)
-    runs = {run: competition.train_run(data, competition.run_config(cfg, run), run, device="cpu")
-            for run in competition.runs(cfg)}
-    return cfg, structure, theory, runs, competition.fit(structure, theory, runs, cfg)
+    cfg = config(eps=[1e-4, 1e-8, 1e-16], lr=0.008, n_record=300)
+    return (cfg,) + pipeline(cfg)
 
 
 def test_default_data_has_a_suppressed_mode(outcome):
@@ -27,12 +52,16 @@ def test_default_data_has_a_suppressed_mode(outcome):
     assert list(np.argsort(theory["tau_star"].values)) == [0, 1, 2]
 
 
-def test_gd_matches_the_coupled_glv(outcome):
-    """GD ignites a mode of rate r late by about lr r / 4 relative (O(lr) discretisation)."""
-    _, structure, _, _, fit = outcome
-    r = structure["r"].values
-    err = np.abs(fit["t_star_measured"] - fit["t_star_predicted"]) / fit["t_star_predicted"]
-    assert np.all(err.values <= 0.004 * r[None, :] / 4 * 1.5 + 1e-3), err.values
+def test_gd_shift_is_the_modified_flows(outcome):
+    """GD's signed ignition shift against the GLV is that of its modified flow: mode 1 ignites late
+    (about eta r_1 / 4), modes 2 and 3 early (mode 1, late, holds their competitor back for
+    longer). Within 50 % (the modified flow is exact only for g constant over a step, and mode 1
+    ignites within 80-370 steps here), sign included."""
+    *_, fit = outcome
+    measured = (fit["t_star_measured"] - fit["t_star_predicted"]).values
+    modified = fit["t_star_gd_shift"].values * fit["t_star_predicted"].values
+    modified *= np.sign(np.array([1.0, -1.0, -1.0]))[None, :]
+    assert np.all(np.abs(measured / modified - 1) < 0.5), measured / modified
 
 
 def test_staircase_gap_shrinks_like_one_over_log_eps(outcome):
@@ -42,7 +71,57 @@ def test_staircase_gap_shrinks_like_one_over_log_eps(outcome):
     assert np.allclose(gap[1:] / gap[:-1], 0.5, atol=0.05)
 
 
-def test_all_claims_pass(outcome):
+def test_all_claims_pass_with_budget_tolerances(outcome):
     *_, fit = outcome
-    failed = [str(q) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values) if not ok]
+    failed = [q for q, ok in rows(fit) if not ok]
     assert not failed, failed
+    assert set(fit["claim_checks"].values) <= set(CHECKS)
+    assert all(str(s) for s in fit["claim_source"].values)
+    assert all(str(s) for s in fit["claim_tolerance_source"].values)
+    # The plateau budgets discriminate: far below the spacing of the plateaus they check.
+    plateau = np.array(["plateau" in str(q) for q in fit["claim_quantity"].values])
+    spacing = np.min(np.abs(np.diff(fit["claim_predicted"].values[plateau])))
+    assert np.all(fit["claim_tolerance"].values[plateau] < 1e-3 * spacing)
+
+
+FAST = dict(eps=[1e-2, 1e-4], lr=0.01, n_record=120)
+
+
+@pytest.fixture(scope="module")
+def fast_outcome():
+    return pipeline(config(**FAST))
+
+
+@pytest.mark.parametrize("convention", ["half_mean", "sum"])
+def test_loss_conventions_run_on_the_eq26_clock(convention, fast_outcome):
+    """GD with lr / c on the convention's loss (c * L_Eq26) takes the very steps of GD with lr on
+    Eq. 26: the same steps, time coordinate and Eq. 26 losses (float64 rounding, rtol 1e-10), and
+    every claim still passes."""
+    structure, _, ref_runs, _ = fast_outcome
+    c = loss_factor(convention, structure.sizes["sample"])
+    _, _, runs, fit = pipeline(config(**{**FAST, "lr": FAST["lr"] / c}, loss=convention))
+    for run, ref in ref_runs.items():
+        assert np.array_equal(runs[run]["step"].values, ref["step"].values)
+        assert np.allclose(runs[run]["time"].values, ref["time"].values, rtol=1e-10, atol=0)
+        assert np.allclose(runs[run]["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
+    assert all(ok for _, ok in rows(fit)), rows(fit)
+
+
+def test_a_larger_lr_passes_every_row(fast_outcome):
+    """lr 0.01 (eta r_1 = 0.12): GD ignites mode 1 late by ~2.2 % at eps 1e-4, above the former
+    fixed 2 %; the budget (GD's modified-flow shift) follows, and every row passes."""
+    *_, fit = fast_outcome
+    assert all(ok for _, ok in rows(fit)), rows(fit)
+    err = np.abs(fit["t_star_measured"] - fit["t_star_predicted"]) / fit["t_star_predicted"]
+    assert float(err.max()) > 0.02
+
+
+def test_a_wrong_theory_fails():
+    """The same GD runs against a GLV whose eigenvalues lambda are 30 % too large (r x 1.3,
+    C x 1.69): every GD ignition row fails (budgets below 4 %, disagreement ~25 %)."""
+    def wrong(structure):
+        return structure.assign(lam=structure["lam"] * 1.3, r=structure["r"] * 1.3, C=structure["C"] * 1.69)
+
+    *_, fit = pipeline(config(**FAST), structure_edit=wrong)
+    checked = rows(fit, "GD ignition")
+    assert checked and not any(ok for _, ok in checked), checked

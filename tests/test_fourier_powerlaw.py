@@ -131,11 +131,12 @@ def test_nqf_gd_follows_theorem6_with_first_order_error():
 
 
 def test_gd_exponent_matches_the_exact_flow_curve():
-    """At the default lr 2.5, the NQF's fitted exponent over the theta = 0 window equals that of the
-    exact flow curve of the same seeds within GD's delay: shifting ln t*_k by d_k = lr r_k / 4
-    changes the window's log-log slope by (d_lo - d_hi) / ln(t_hi / t_lo) relatively (first order);
-    1.5 x that (plus the O((lr r)^2) remainder) is the tolerance."""
-    cfg = config(thetas=[0.0], seeds=[0, 1, 2], steps=1300, n_record=300)
+    """At the paper's lr 0.02 under the half_sum reading (flow step 128 x 0.02 = 2.56), the NQF's
+    fitted exponent over the theta = 0 window equals that of the exact flow curve of the same seeds
+    within GD's delay: shifting ln t*_k by d_k = c lr r_k / 4 changes the window's log-log slope by
+    (d_lo - d_hi) / ln(t_hi / t_lo) relatively (first order); 1.5 x that (plus the O((lr r)^2)
+    remainder) is the tolerance."""
+    cfg = config(thetas=[0.0], seeds=[0, 1, 2], steps=1300, n_record=300, loss="half_sum")
     data = fp.make_data(cfg)
     st = fp.structure(data)
     th = fp.theory(st, cfg)
@@ -152,19 +153,26 @@ def test_gd_exponent_matches_the_exact_flow_curve():
 def test_power_law_window_and_predictions():
     """The windows come from nqf.scaling: V_k = b_k^2 gives alpha1 = 2 beta exactly and
     zeta_k ~ k^-(theta + beta) gives alpha2 = theta + beta exactly (pure power laws in k)."""
-    cfg = config(seeds=[0])
+    cfg = config(seeds=[0], loss="half_sum")
     th = fp.theory(fp.structure(fp.make_data(cfg)), cfg)
     assert np.allclose(th["alpha1"].values, 3.0, rtol=1e-10)
     assert np.allclose(th["alpha2"].values, [1.5, 2.0, 2.5], rtol=1e-10)
     assert np.allclose(th["exponent_asymptotic"].values, [4 / 3, 1.0, 0.8], rtol=1e-10)
     assert np.all(th["exponent_corrected"].values > th["exponent_asymptotic"].values)  # alpha2 < alpha1
-    assert np.all(th["t_hi"].values <= cfg["lr"] * cfg["steps"])
+    # the paper's lr 0.02 x 30000 steps under half_sum reaches t = 128 x 0.02 x 30000 = 76800,
+    # past every window at P = 64; under the mean loss only t = 600 (windows cut at the horizon)
+    assert float(th.attrs["flow_lr"]) == pytest.approx(0.02 * 128, rel=1e-12)
+    assert np.all(th["t_hi"].values <= th["horizon"].values)
+    assert np.allclose(th["t_hi"].values, th["t_hi_full"].values, rtol=1e-9)  # grid vs analytic rates
+    mean = fp.theory(fp.structure(fp.make_data(config(seeds=[0]))), config(seeds=[0]))
+    assert np.allclose(mean["horizon"].values, 600.0) and np.all(mean["t_hi_full"].values > 600.0)
 
 
 def test_raw_mlp_is_flagged_not_a_power_law():
     """A small raw-input tanh MLP sits on a plateau, then drops suddenly: not a power law over the
     theta = 0 window, while the exact NQF curve over the same window is one."""
-    cfg = config(thetas=[0.0], raw_width=16, raw_seeds=[0], raw_steps=28000, n_record=300, seeds=[0, 1, 2, 3, 4, 5])
+    cfg = config(thetas=[0.0], raw_width=16, raw_seeds=[0], raw_steps=28000, n_record=300, seeds=[0, 1, 2, 3, 4, 5],
+                 loss="half_sum")
     data = fp.make_data(cfg)
     th = fp.theory(fp.structure(data), cfg)
     win = (float(th["t_lo"][0]), float(th["t_hi"][0]))
@@ -172,3 +180,51 @@ def test_raw_mlp_is_flagged_not_a_power_law():
     ok, stats = power_law_test(raw["time"].values, raw["loss"].values, win)
     assert not ok, stats["reason"]
     assert bool(th["seeds_power_law"][0])
+
+
+def test_steps_auto_reach_each_window_and_record_to_their_horizon():
+    """steps: auto runs each theta until c lr steps >= auto_horizon x the end of its window (no
+    longer: one step less falls short); each theta's record is finite up to its own steps and NaN
+    after, on the common grid of the longest."""
+    cfg = config(P=16, M=64, thetas=[0.0, 1.0], seeds=[0, 1], loss="half_sum", steps="auto", n_record=120)
+    steps = fp.theta_steps(cfg)
+    dt = 0.02 * 32  # half_sum: c = M / 2
+    for n, w in zip(steps, fp.theory_windows(cfg)):
+        assert dt * n >= 1.25 * w.window.t_hi > dt * (n - 1)
+    assert steps[1] > steps[0]
+    data = fp.make_data(cfg)
+    run = fp.train_run(data, cfg, "nqf", device="cpu")
+    for j, n in enumerate(steps):
+        finite = np.isfinite(run["loss"].values[j]).all(0)
+        assert np.array_equal(finite, run["step"].values <= n)
+    assert np.allclose(run["time"].values, dt * run["step"].values, rtol=1e-12)
+    with pytest.raises(Exception, match="one per theta"):
+        fp.theta_steps({**cfg, "steps": [100]})
+
+
+def test_loss_convention_is_a_clock():
+    """GD on (1/2) sum (f - y)^2 at lr is GD on the mean loss at (M/2) lr: the same parameters
+    (the NQF's z, rtol 1e-10), the same recorded Eq. 26 loss and the same flow time."""
+    base = dict(P=8, M=32, thetas=[0.5], seeds=[0, 1], eps=1e-2, steps=400, n_record=50)
+    data = fp.make_data(config(**base))
+    ref = fp.train_run(data, config(**base, lr=0.64), "nqf", device="cpu")
+    for loss, lr in (("half_sum", 0.04), ("sum", 0.02), ("half_mean", 1.28)):
+        other = fp.train_run(data, config(**base, lr=lr, loss=loss), "nqf", device="cpu")
+        assert np.allclose(other["z"].values, ref["z"].values, rtol=1e-10)
+        assert np.allclose(other["loss"].values, ref["loss"].values, rtol=1e-10)
+        assert np.allclose(other["time"].values, ref["time"].values, rtol=1e-12)
+
+
+def test_a_reading_that_stops_short_of_the_window_says_so():
+    """The mean-loss reading of the paper's lr 0.02 x 30000 steps reaches t = 600: the fit's
+    horizon row misses (the window's end lies beyond) and the window rows carry the cut."""
+    cfg = config(P=16, M=64, thetas=[0.0], seeds=[0, 1], steps=3000, raw_steps=200, n_record=100)
+    data = fp.make_data(cfg)
+    st = fp.structure(data)
+    th = fp.theory(st, cfg)
+    runs = {r: fp.train_run(data, cfg, r, device="cpu") for r in fp.runs(cfg)}
+    fit = fp.fit(st, th, runs, cfg)
+    q = [str(v) for v in fit["claim_quantity"].values]
+    row = q.index("theta = 0: the run reaches the end of the theory's fitting window")
+    assert not bool(fit["claim_passed"].values[row]) and "MISS" in str(fit["claim_note"].values[row])
+    assert all(c in ("paper", "theorem", "ours") for c in fit["claim_checks"].values)

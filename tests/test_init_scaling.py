@@ -1,4 +1,12 @@
-"""init_scaling: ignition time vs ln(1/eps) for every architecture, and the seed scatter."""
+"""init_scaling: ignition time vs ln(1/eps) for every architecture, and the seed scatter.
+
+Tolerances come from the run's error budget. GD multiplies z_k by (1 + eta g / 2)^2 per step
+where the flow multiplies it by exp(eta g) (eta = c lr, the flow step of the loss convention), so
+the slope of t*_k against ln(1/eps) comes out as Theorem 8's times eta r / (2 ln(1 + eta r / 2))
+(about 1 + eta r / 4), each t*_k is late by (eta / 4) ln(1 / (2 eps)), and every seed's
+ln z_k(0)-dependent time is stretched by 1 + eta r_k / 4; the std of t*_k over n seeds has the
+sampling error nqf.mode_theory.std_relative_error.
+"""
 import numpy as np
 import pytest
 from scipy.special import polygamma
@@ -7,7 +15,9 @@ import nqf
 from nqf.closed_forms import corollary4_modes
 from nqf.config import ConfigError, validate_config
 from nqf.experiments import init_scaling
+from nqf.experiments.common import CHECKS
 from nqf.ignition import ignition_times
+from nqf.losses import loss_factor
 from nqf.mflow import SecondMoment
 from nqf.mode_designs import DESIGNS, design, initial_weights, teacher
 from nqf.mode_theory import effective_amplitudes, reduce_modes, std_relative_error
@@ -89,35 +99,49 @@ def test_predict_from_the_aligned_init_ignites_at_theorem8(name):
     assert np.allclose(t_pred, np.log((1 - eps) / eps) / np.asarray(RATES), rtol=1e-12)  # c_k = z*_k
 
 
+def pipeline(cfg, structure_edit=None):
+    """make_data -> structure -> theory -> train (one run per architecture) -> fit;
+    ``structure_edit`` tampers with the structure the theory and fit see."""
+    data = init_scaling.make_data(cfg)
+    structure = init_scaling.structure(data)
+    runs = {a: init_scaling.train_run(data, init_scaling.run_config(cfg, a), a, device="cpu")
+            for a in cfg["architectures"]}
+    if structure_edit is not None:
+        structure = structure_edit(structure)
+    theory = init_scaling.theory(structure, cfg)
+    return structure, theory, runs, init_scaling.fit(structure, theory, runs, cfg)
+
+
+def rows(fit, part=""):
+    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
+            if part in str(q)]
+
+
 @pytest.mark.parametrize("name", ["mlp", "mha", "moe", "fourier_mlp", "matrix_sensing", "rectangular_sensing"])
 def test_gd_slopes_match_one_over_a_zeta(name):
-    """Within 3% of 1/(a zeta_k) (the claim), and within 0.3% of what GD should give exactly:
-    Theorem 8's own least-squares slope over these eps times GD's rate factor
+    """Every row passes within its budget, and the slope is within 0.3% of what GD should give
+    exactly: Theorem 8's own least-squares slope over these eps times GD's rate factor
     lr r / (2 ln(1 + lr r / 2)) (per step W grows by 1 + lr gamma, z by its square)."""
     eps = [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
     cfg = config(architectures=[name], eps=eps, seeds=0, lr=0.04, steps=2100, n_record=300)
-    data = init_scaling.make_data(cfg)
-    structure = init_scaling.structure(data)
-    theory = init_scaling.theory(structure, cfg)
-    run = init_scaling.train_run(data, init_scaling.run_config(cfg, name), name, device="cpu")
-    fit = init_scaling.fit(structure, theory, {name: run}, cfg)
+    _, theory, _, fit = pipeline(cfg)
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
     slope = fit["slope_measured"].values[0]
-    assert np.all(np.abs(slope / theory["slope"].values[0] - 1) < 0.03), slope
     r = np.asarray(RATES)
     gd_factor = 0.04 * r / (2 * np.log1p(0.04 * r / 2))
     assert np.allclose(slope, theory["slope_theorem8"].values[0] * gd_factor, rtol=3e-3)
 
 
 @pytest.fixture(scope="module")
-def scatter():
+def scatter_outcome():
     """256 Gaussian seeds for a coupled (MLP) and a decoupled (diagonal net) architecture."""
     cfg = config(architectures=["mlp", "diagonal_net"], eps=[1e-2, 1e-4], seeds=256, steps=3300)
-    data = init_scaling.make_data(cfg)
-    structure = init_scaling.structure(data)
-    theory = init_scaling.theory(structure, cfg)
-    runs = {a: init_scaling.train_run(data, init_scaling.run_config(cfg, a), a, device="cpu")
-            for a in cfg["architectures"]}
-    return init_scaling.fit(structure, theory, runs, cfg)
+    return (cfg,) + pipeline(cfg)
+
+
+@pytest.fixture(scope="module")
+def scatter(scatter_outcome):
+    return scatter_outcome[-1]
 
 
 def test_seed_scatter_within_four_standard_errors(scatter):
@@ -141,11 +165,65 @@ def test_coupled_modes_scatter_more_than_psi_of_d(scatter):
 
 
 def test_seed_scatter_from_each_seeds_own_init(scatter):
-    """Theorem 8 seed by seed on the projected amplitudes: the same draws on both sides, so the
-    agreement is limited by GD (lr r / 4 = 1% at lr 0.04) and finite init, not by sampling."""
+    """Theorem 8 seed by seed on the projected amplitudes: the same draws on both sides, so no
+    sampling error; GD stretches each seed's ln z(0)-dependent time by 1 + lr r / 4, and the
+    measured std exceeds the own-init std by 50-150 % of lr r / 4 (1 % at lr 0.04, r = 1)."""
     ratio = scatter["scatter_measured"].values / scatter["scatter_own_init"].values
-    assert np.all(np.abs(ratio - 1) < 0.03), ratio
-    assert bool(np.all(scatter["claim_passed"].values))
+    gd = 0.04 * np.asarray(RATES) / 4
+    assert np.all((ratio - 1 > 0.5 * gd) & (ratio - 1 < 1.5 * gd)), ratio
+
+
+def test_every_row_passes_and_is_labelled(scatter):
+    assert bool(np.all(scatter["claim_passed"].values)), rows(scatter)
+    assert set(scatter["claim_checks"].values) <= set(CHECKS)
+    assert all(str(s) for s in scatter["claim_source"].values)
+    assert all(str(s) for s in scatter["claim_tolerance_source"].values)
+
+
+def test_a_wrong_theory_fails(scatter_outcome):
+    """Against Theorem 8 with every rate 30 % too large, the slope, t* and own-init rows fail
+    (budgets of 1-5 % against ~25 %); against SCIENCE.md's sqrt(psi'(d/2)) / (a zeta) in place of
+    the coupled modes' sqrt(psi'((d - j_k)/2)) / (a zeta), the MLP's third mode fails (its seeds
+    scatter 8+ standard errors more, test_coupled_modes_scatter_more_than_psi_of_d)."""
+    cfg, structure, theory, runs, _ = scatter_outcome
+    wrong = structure.assign(r=structure["r"] * 1.3, zeta=structure["zeta"] * 1.3)
+    fit = init_scaling.fit(wrong, init_scaling.theory(wrong, cfg), runs, cfg)
+    for part in ("slope of t*", "|t*_GD - t*_Thm8|", "own init"):
+        checked = rows(fit, part)
+        assert checked and not any(ok for _, ok in checked), checked
+    uncoupled = theory.assign(scatter_ordered=theory["scatter_contract"])
+    fit = init_scaling.fit(structure, uncoupled, runs, cfg)
+    assert rows(fit, "mlp mode 3: std of t*") == [("mlp mode 3: std of t* over 256 seeds", False)]
+
+
+@pytest.mark.parametrize("convention", ["half_mean", "sum"])
+def test_loss_conventions_run_on_the_eq26_clock(convention):
+    """GD with lr / c on the convention's loss (c * L_Eq26, n = the (sample, output) pairs) takes
+    the very steps of GD with lr on Eq. 26: the same time coordinate and z_k (float64 rounding,
+    rtol 1e-10), and every claim still passes."""
+    small = dict(architectures=["diagonal_net"], rates=[1.0, 0.4], eps=[1e-1, 1e-2, 1e-4], seeds=0, steps=800,
+                 n_record=200)
+    cfg = config(lr=0.04, **small)
+    data = init_scaling.make_data(cfg)
+    ref = init_scaling.train_run(data, init_scaling.run_config(cfg, "diagonal_net"), "diagonal_net", device="cpu")
+    c = loss_factor(convention, int(init_scaling.structure(data)["m"].values[0]))
+    _, _, runs, fit = pipeline(config(lr=0.04 / c, loss=convention, **small))
+    run = runs["diagonal_net"]
+    assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
+    assert np.allclose(run["z_aligned"].values, ref["z_aligned"].values, rtol=1e-10, atol=0)
+    assert np.allclose(run["loss_aligned"].values, ref["loss_aligned"].values, rtol=1e-10, atol=0)
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+
+
+def test_faster_rates_and_a_larger_lr_pass_every_row():
+    """rates (2, 1, 0.5) at lr 0.08: GD's slope bias eta r / 4 is 4 % for r = 2, above the former
+    fixed 3 %; the budget follows it, and every row passes (a coupled MLP and a Corollary 4
+    feedforward design)."""
+    cfg = config(architectures=["mlp", "rectangular_sensing"], rates=[2.0, 1.0, 0.5],
+                 eps=[1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6], seeds=0, lr=0.08, steps=500, n_record=250)
+    *_, fit = pipeline(cfg)
+    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+    assert float(np.max(fit["slope_measured"] / fit["slope_predicted"] - 1)) > 0.03
 
 
 def test_effective_amplitudes_follow_chi_square_with_fewer_dof():

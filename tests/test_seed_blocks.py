@@ -54,7 +54,9 @@ def test_blocks_join_to_the_batched_run(kind, tmp_path):
     """Every kind that allows blocks: train each run batched (3 seeds, one tensor program) and as
     blocks of 1 and 2 seeds; the joined blocks, read back from NetCDF, equal the batched run and
     give the same fit. Tolerance 1e-9 relative (float64 runs: batched matrix products sum in a
-    different order, ~1e-16 per step, grown over a few hundred steps; float32 runs: 1e-4)."""
+    different order, ~1e-16 per step, grown over a few hundred steps; float32 runs: 1e-4), and
+    the same fraction of the variable's largest magnitude as absolute tolerance: a loss that
+    decays from O(1) to 1e-17 carries rounding errors of the size of its start, not of its end."""
     torch.manual_seed(0)
     exp = _exp(kind)
     kind_mod = E.kind_of(exp)
@@ -78,7 +80,9 @@ def test_blocks_join_to_the_batched_run(kind, tmp_path):
             ref = ref.sortby("seed")
             np.testing.assert_array_equal(got["seed"].values, [0, 1, 3])
             for name, var in ref.data_vars.items():
-                np.testing.assert_allclose(got[name].values, var.values, rtol=rtol, atol=0,
+                values = np.asarray(var.values)
+                scale = float(np.nanmax(np.abs(values))) if values.dtype.kind == "f" and values.size else 0.0
+                np.testing.assert_allclose(got[name].values, values, rtol=rtol, atol=rtol * scale,
                                            err_msg=f"{kind} {run} {name} (blocks of {n})")
     # the fit stage sees the same numbers through the joined runs
     structure = E.structure_of(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -137,21 +137,28 @@ def lv_from_structure(ds: xr.Dataset) -> LotkaVolterra:
 class ErrorBudget:
     """A tolerance built from the known error terms of one run, times a stated safety factor.
 
-    ``terms`` maps a short name of each error source (e.g. "GD O(lr): lr r_k / 4", "finite eps",
-    "seed s.e.") to its size, in the units of the claim's error (relative for a relative claim).
-    The tolerance is ``factor`` times their sum (a bound that does not assume the terms cancel).
+    ``terms`` maps a short name of each error source (e.g. "GD O(lr): lr r_k / 4", "seed s.e.")
+    to its size, in the units of the claim's error (relative for a relative claim): estimated
+    sizes, which the factor covers. ``systematic`` holds terms the theory computes exactly (a
+    finite-eps or finite-size correction of known size), added once without the factor. The
+    tolerance is factor * sum(terms) + sum(systematic): a bound that assumes no cancellation.
     """
 
     terms: dict
     factor: float
+    systematic: dict = field(default_factory=dict)
 
     @property
     def tolerance(self) -> float:
-        return float(self.factor) * float(sum(abs(float(v)) for v in self.terms.values()))
+        return (float(self.factor) * float(sum(abs(float(v)) for v in self.terms.values()))
+                + float(sum(abs(float(v)) for v in self.systematic.values())))
 
     def describe(self) -> str:
         parts = " + ".join(f"{name} {float(v):.3g}" for name, v in self.terms.items())
-        return f"{float(self.factor):g} x ({parts}) = {self.tolerance:.3g}"
+        text = f"{float(self.factor):g} x ({parts})"
+        if self.systematic:
+            text += " + " + " + ".join(f"{name} {float(v):.3g} (exact)" for name, v in self.systematic.items())
+        return f"{text} = {self.tolerance:.3g}"
 
     def claim(self, quantity: str, predicted: float, measured: float, **kwargs) -> "Claim":
         """A 'close' Claim whose tolerance and tolerance_source come from this budget."""

@@ -12,6 +12,20 @@ below ``window_fraction`` of its initial value (the first descent from the small
 which is what an NQF of small weights describes; afterwards the network keeps learning beyond
 any quadratic expansion), and D = |t_model / t_deep - 1|, worst seed. Loss ratios near a sharp
 drop would amplify tiny shifts in time; the escape step compares the clocks directly.
+
+Verdicts: the paper's claim that the 2-layer NQF tracks the network at the small init is judged
+within an error budget times ``tolerances.safety_factor``: the network's own O(|W|^2) distance
+from its 2-layer NQF at its weights (nqf.deep.truncation, Richardson over the Eq. 3 block
+rescaling, so it does not depend on the NQF being compared), averaged over the steps before the
+escape, plus the escape step's interpolation error on the recorded grid. The departures (the
+1-layer NQF at the small init, the paper's 'but not 1-layer NQFs'; both NQFs at the large init,
+this project's reading of the figure's contrast) are bounds: at least ``departure_ratio`` times
+the 2-layer NQF's D of the same run.
+
+Loss convention (``loss``, nqf.losses): the three models minimise c L_Eq.26 (c = 1, 1/2, n, n/2
+with n = n_train); the recorded losses are Eq. 26's and ``time`` = c lr step, the flow time of
+GD and momentum. For Adam the convention changes only Adam's eps term (its step does not scale
+with the gradient), and no flow clock applies.
 """
 from __future__ import annotations
 
@@ -33,6 +47,10 @@ TITLES = {"mlp": "4-layer MLP", "attention": "2-layer attention"}
 MODELS = ("deep", "nqf2", "nqf1")
 TEACHER_SEED_OFFSET = 1_000_003
 LABELS = {"deep": "original", "nqf2": "2-layer NQF", "nqf1": "1-layer NQF"}
+PAPER_SOURCE = ("Fig. 8 / App. C: 'under small initialization, the training dynamics of both models are well "
+                "approximated by 2-layer NQFs but not 1-layer NQFs'")
+LARGE_SOURCE = ("the contrast Fig. 8 draws with the large init (the paper states only that 'under small "
+                "initialization, the dynamics overlap')")
 COLORS = {"deep": "k", "nqf2": "C1", "nqf1": "C4"}
 _DATA = ("architectures", "sizes", "n_train", "n_test", "teacher_std", "data_seed")
 STAGE_KEYS = {
@@ -142,8 +160,8 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
             ds[f"{split}_{n}"] = (("replica", "step"), res[f"{split}_{n}"], {
                 "units": "1", "long_name": f"{LABELS[n]} {split} MSE (1/m) sum (f - y)^2 (NaN after divergence)"})
     ds["truncation"] = (("replica", "step"), res["truncation"], {
-        "units": "1", "long_name": "2-layer NQF's relative remainder at the network's weights, "
-                                   "RMS(f - f_2NQF) / RMS(f_2NQF) on the training inputs"})
+        "units": "1", "long_name": "network's relative O(|W|^2) distance from its 2-layer NQF at its own weights "
+                                   "(Richardson from the block rescalings s = 1, 1/2; nqf.deep.truncation)"})
     ds = ds.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "replica")).unstack("replica")
     ds = ds.transpose("init_variance", "seed", "step")
     ds["init_variance"].attrs.update(units="1", long_name="init variance var (weights N(0, var / fan-in))")
@@ -152,17 +170,18 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     return ds
 
 
-def escape_step(loss: np.ndarray, steps: np.ndarray, fraction: float) -> np.ndarray:
+def escape_step(loss: np.ndarray, steps: np.ndarray, fraction: float, *, log: bool = True) -> np.ndarray:
     """First step at which the loss falls below ``fraction`` of its initial value, interpolated
-    linearly in ln(loss) between recorded steps; inf if never (or after divergence, NaN loss).
+    linearly in ln(loss) between recorded steps (linearly in the loss itself with ``log=False``);
+    inf if never (or after divergence, NaN loss).
 
     ``loss`` is (..., step); returns the leading shape.
     """
     loss = np.asarray(loss, float)
     steps = np.asarray(steps, float)
-    target = np.log(fraction * loss[..., :1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        ll = np.log(loss)
+        ll = np.log(loss) if log else loss
+        target = np.log(fraction * loss[..., :1]) if log else fraction * loss[..., :1]
     flat, tflat = ll.reshape(-1, ll.shape[-1]), target.reshape(-1)
     out = np.full(flat.shape[0], np.inf)
     for i, (row, t) in enumerate(zip(flat, tflat)):  # one pass per replica over ~100 recorded steps
@@ -186,46 +205,111 @@ def escape_deviation(loss: np.ndarray, ref: np.ndarray, steps: np.ndarray, fract
     return np.where(np.isfinite(t_ref), d, np.nan)
 
 
+def truncation_until(truncation: np.ndarray, steps: np.ndarray, t_escape: np.ndarray) -> np.ndarray:
+    """Per seed, the mean over steps 0..t_escape of the network's relative distance from its
+    2-layer NQF (trapezoid in the step; the value at step 0 if no later recorded step precedes
+    the escape); NaN where the network never escapes."""
+    steps = np.asarray(steps, float)
+    out = np.full(len(t_escape), np.nan)
+    for i, (row, te) in enumerate(zip(np.atleast_2d(truncation), t_escape)):  # a few seeds
+        if not np.isfinite(te):
+            continue
+        keep = steps <= te
+        out[i] = float(np.trapezoid(row[keep], steps[keep]) / steps[keep][-1]) if steps[keep][-1] > 0 else float(row[0])
+    return out
+
+
+def interpolation_error(loss: np.ndarray, steps: np.ndarray, fraction: float) -> np.ndarray:
+    """Per seed, |t_ln - t_lin| / t_ln of the escape step interpolated linearly in ln(loss) and in
+    the loss: the size of the interpolation error on the recorded grid (both interpolants err by
+    the curve's curvature between the two recorded steps around the escape)."""
+    t_log, t_lin = escape_step(loss, steps, fraction), escape_step(loss, steps, fraction, log=False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.abs(t_log - t_lin) / t_log
+
+
+def _finite_max(values) -> float:
+    values = np.asarray(values, float)
+    return float(np.max(values)) if values.size and np.all(np.isfinite(values)) else math.nan
+
+
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """D for each model x architecture x optimizer x init variance (worst seed), and the claims."""
+    """D for each model x architecture x optimizer x init variance (worst seed), and the claims.
+
+    The 2-layer NQF's agreement at the small init is judged within its error budget times
+    ``tolerances.safety_factor``: the network's relative distance from its 2-layer NQF at its own
+    weights, averaged over the steps up to the escape (to first order a relative error delta(t) of
+    the model's rate shifts the escape step by the fraction mean_{t < t_esc} delta, whatever the
+    optimizer's clock), worst seed, plus the escape step's interpolation error on the recorded
+    grid (network and NQF). The departures (1-layer NQF at the small init, both NQFs at the large
+    init) are bounds against the 2-layer NQF's own D: at least ``tolerances.departure_ratio``
+    times it.
+    """
     archs, opts, tol = list(cfg["architectures"]), list(cfg["optimizers"]), cfg["tolerances"]
     frac = float(cfg["window_fraction"])
+    factor, ratio = float(tol["safety_factor"]), float(tol["departure_ratio"])
     D = np.full((2, len(archs), len(opts), 2), np.nan)
+    tolerance = np.full((len(archs), len(opts)), np.nan)
     claims = []
     for i, a in enumerate(archs):
         small, large = sorted(cfg["init_variances"][a])[:2]
         for j, o in enumerate(opts):
             run = run_ds[run_id(a, o)]
+            steps = run["step"].values
             for k, v in enumerate((small, large)):
                 r = run.sel(init_variance=v)
                 for n_i, n in enumerate(("nqf2", "nqf1")):
                     D[n_i, i, j, k] = escape_deviation(r[f"train_{n}"].values, r["train_deep"].values,
-                                                       run["step"].values, frac).max()
+                                                       steps, frac).max()
             d2s, d1s, d2l, d1l = D[0, i, j, 0], D[1, i, j, 0], D[0, i, j, 1], D[1, i, j, 1]
             where = f"{a} {o}"
             if np.isnan(D[:, i, j]).any():
-                claims.append(Claim(f"{where}: the network escapes its plateau within the run", 1.0, 0.0, 0.0,
-                                    kind="at_least", note="MISS: the network's train loss never fell below "
+                claims.append(Claim(f"{where}: the network escapes its plateau within the run", 1.0, 0.0, math.nan,
+                                    kind="at_least", checks="ours",
+                                    source="precondition of the comparison: the network's first descent lies within the run",
+                                    tolerance_source="a yes/no precondition (no prediction, no budget)",
+                                    note="MISS: the network's train loss never fell below "
                                     f"{frac:g} x its initial value; raise steps.{a}.{o}"))
                 continue
-            claims.append(Claim(f"{where} var={small:g}: D(2-layer NQF) <= tolerance", 0.0, d2s, tol["agree"],
-                                relative=False,
-                                note=(f"|t_2NQF / t_deep - 1| of the escape step (train loss below {frac:g} x initial), worst seed; "
-                                      + ("the 2-layer NQF tracks the network" if d2s <= tol["agree"] else
-                                         "MISS: the block NQFs' O(|W|^4) error is not small at this init"))))
-            for name, d, what in (("1-layer NQF", d1s, f"var={small:g}"), ("2-layer NQF", d2l, f"var={large:g}"),
-                                  ("1-layer NQF", d1l, f"var={large:g}")):
+            r = run.sel(init_variance=small)
+            t_deep = escape_step(r["train_deep"].values, steps, frac)
+            trunc = truncation_until(r["truncation"].values, steps, t_deep)
+            interp = interpolation_error(r["train_deep"].values, steps, frac) + interpolation_error(
+                r["train_nqf2"].values, steps, frac)
+            budget = ErrorBudget({
+                "NQF truncation O(|W|^2): mean over steps <= escape of the network's relative distance from its "
+                "2-layer NQF, worst seed": _finite_max(trunc),
+                "escape-step interpolation on the recorded grid (network + NQF)": _finite_max(interp)}, factor)
+            tolerance[i, j] = budget.tolerance
+            adam = ("; Adam: no flow clock (its step does not scale with the gradient, and the loss convention "
+                    "changes only its eps term), the same first-order budget bounds the shift" if o == "adam" else "")
+            claims.append(budget.claim(
+                f"{where} var={small:g}: D(2-layer NQF) within the NQF's error budget", 0.0, d2s, relative=False,
+                checks="paper", source=PAPER_SOURCE,
+                note=(f"D = |t_2NQF / t_deep - 1| of the escape step (train loss below {frac:g} x initial), worst seed; "
+                      + ("the 2-layer NQF keeps the network's clock" if d2s <= budget.tolerance else
+                         "MISS: the 2-layer NQF's escape differs by more than its truncation error explains") + adam)))
+            bound = (f"bound: at least departure_ratio ({ratio:g}) times the 2-layer NQF's D at var={small:g} in the "
+                     f"same run (two deviations measured on the same grid and seeds), so no error budget enters")
+            for name, d, what, checks, source in (
+                    ("1-layer NQF", d1s, f"var={small:g}", "paper", PAPER_SOURCE),
+                    ("2-layer NQF", d2l, f"var={large:g}", "ours", LARGE_SOURCE),
+                    ("1-layer NQF", d1l, f"var={large:g}", "ours", LARGE_SOURCE)):
                 d = d if np.isfinite(d) else float(np.finfo(float).max)  # never escaped or diverged: departed
-                ok = d >= tol["departure_ratio"] * d2s
+                ok = d >= ratio * d2s
+                outside = (f"; {'outside' if d > budget.tolerance else 'inside'} the 2-layer NQF's error budget "
+                           f"{budget.tolerance:.3g}")
                 claims.append(Claim(
-                    f"{where} {what}: D({name}) >= {tol['departure_ratio']:g} D(2-layer NQF, var={small:g})",
-                    tol["departure_ratio"] * d2s, d, 0.0, kind="at_least",
+                    f"{where} {what}: D({name}) >= {ratio:g} D(2-layer NQF, var={small:g})",
+                    ratio * d2s, d, math.nan, kind="at_least", checks=checks, source=source, tolerance_source=bound,
                     note=(f"ratio {d / max(d2s, 1e-300):.3g}" + (" (never escaped within the run, or diverged)" if d == np.finfo(float).max else "")
+                          + outside
                           + ("" if ok else "; MISS: " + ("the 1-layer NQF's two factors escape the plateau on nearly the same clock as the network at this optimizer"
                                                          if "1-layer" in name and what.endswith(f"{small:g}") else
                                                          "at this init the network stays close to its NQFs over the first descent")))))
     ds = xr.Dataset(
-        {"D": (("model", "arch", "optimizer", "init"), D, {"units": "1", "long_name": "|t_model / t_deep - 1| of the escape step of the train loss, worst seed (inf: never escaped)"})},
+        {"D": (("model", "arch", "optimizer", "init"), D, {"units": "1", "long_name": "|t_model / t_deep - 1| of the escape step of the train loss, worst seed (inf: never escaped)"}),
+         "agree_tolerance": (("arch", "optimizer"), tolerance, {"units": "1", "long_name": "error budget of the 2-layer NQF's D at the small init, times the safety factor"})},
         coords={"model": ["nqf2", "nqf1"], "arch": archs, "optimizer": opts, "init": ["small", "large"]},
         attrs={"experiment_kind": KIND, "window_fraction": frac})
     return xr.merge([ds, claims_dataset(claims)])

@@ -149,7 +149,8 @@ def gd_exponent_bias(h: float, rates, t_star, t_lo: float, t_hi: float) -> float
     of mode k comes late by the fraction h r_k / 4, i.e. ln t*_k moves up by h r_k / 4. Over the
     window the fitted slope of ln E against ln t changes by the relative amount
     (h / 4)(r(t_lo) - r(t_hi)) / ln(t_hi / t_lo), with r(t) the rate of the last mode that
-    ignites at or before t (the window's modes, one mode early at the start: conservative).
+    ignites at or before t (the theory's window starts and ends at an ignition, so these are its
+    first and last modes).
     """
     rates, t_star = np.asarray(rates, float), np.asarray(t_star, float)
     order = np.argsort(t_star)
@@ -201,7 +202,8 @@ def systematic_claim(quantity: str, predicted: float, measured: float, systemati
     ``budget``'s tolerance (first-order and statistical terms times its safety factor)."""
     sys_total = float(sum(abs(float(v)) for v in systematic.values()))
     parts = " + ".join(f"{name} {float(v):.3g}" for name, v in systematic.items())
-    source = f"({parts}, computed from the exact solution, counted once) + {budget.describe()} = {sys_total + budget.tolerance:.3g}"
+    source = (f"{parts} (computed from the exact solution, counted once) + [{budget.describe()}] "
+              f"= {sys_total + budget.tolerance:.3g}")
     return Claim(quantity, predicted, measured, sys_total + budget.tolerance, tolerance_source=source, **kwargs)
 
 
@@ -485,13 +487,15 @@ CROSSOVER_SOURCE = ("resolved-to-merged crossover: the number of distinct loss d
                     "ln(1/eps) (this project's result; the ignition gaps grow as ln(1/eps), Eq. 44)")
 
 
-def drop_claims(t, measured_loss, eps, predicted, tol_abs: float, what: str) -> tuple[np.ndarray, list[Claim]]:
-    """Distinct drops counted on each measured curve (rows) against the exact theory's count."""
+def drop_claims(t, measured_loss, eps, predicted, tol_abs: float, what: str,
+                gd_delay: float = math.nan) -> tuple[np.ndarray, list[Claim]]:
+    """Distinct drops counted on each measured curve (rows) against the exact theory's count;
+    ``gd_delay`` is GD's largest relative ignition delay h max_k r_k / 4 (for the row's reasoning)."""
     measured = np.array([count_drops(t, row) for row in measured_loss])
     source = (f"integer counts compared {'exactly' if tol_abs == 0 else f'within {tol_abs:g}'} "
-              f"(tolerances.drops_abs_error): GD's O(lr) shift of each ignition (h r_k / 4 of t*_k, the "
-              f"same for the whole staircase to within that fraction) moves no drop across the count's "
-              f"depth criterion unless its prominence ratio sits within that fraction of 1/2")
+              f"(tolerances.drops_abs_error): GD delays each ignition by at most the fraction h r_k / 4 "
+              f"({gd_delay:.3g} here), which changes a count only if a drop's prominence ratio sits that "
+              f"close to count_drops' depth criterion")
     claims = [Claim(f"{what}: distinct loss drops at eps = {e:.0e}", float(p), float(n), tol_abs,
                     relative=False, checks="ours", source=CROSSOVER_SOURCE, tolerance_source=source,
                     note="nqf.scaling.count_drops on GD vs on the exact Theorem 6 curve (same time grid)")
@@ -520,7 +524,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     xloss = cross["loss"].values - float(structure_ds["min_loss"])
     pred_drops = theory_ds["drops_predicted"].sel(eps=eps).values
     measured, drop_c = drop_claims(cross["time"].values, xloss, eps, pred_drops, tol["drops_abs_error"],
-                                   "crossover")
+                                   "crossover", gd_delay=flow_step(cross) * float(np.max(theory_ds["r"].values)) / 4.0)
     claims += drop_c
     x = np.log(1.0 / eps)
     slope_meas = float(np.polyfit(x, measured, 1)[0]) if eps.size >= 2 else math.nan

@@ -13,6 +13,20 @@ input_norm = 1 a unit's pre-activation at the teacher's solution is O(sqrt(s_k))
 the learned state inside the quadratic regime, so the small-init deviation measures the
 approximation and not the data scale. The QK head's f(0) = d Cr^T x_avg is not zero: the
 teacher shares the student's f(0), and the NQF is trained on y - f(0).
+
+Verdicts (Fig. 2, Sec. 7): 'The NQF tracks the original almost exactly across every architecture
+and optimizer' is judged at the smallest init scale within an error budget times
+``tolerances.safety_factor``: the module's own O(|W|^2) relative truncation error (Theorem 1,
+estimated at the module's recorded weights from f(W) and f(W/2), nqf.approximation, so it does not
+depend on the NQF being compared), its maximum over steps and seeds (to first order the NQF's
+learned spectrum is shifted by the remainder the module carries, relative to its quadratic term),
+plus the rounding of the training dtype (eps x steps). 'At large initialization, the NQF visibly
+departs from the original' is a bound: D at each larger scale at least ``departure_ratio`` times
+D at the smallest.
+
+Loss convention (``loss``, nqf.losses, n = n_samples): both models minimise c L_Eq.26; GD and
+momentum run the Eq. 26 dynamics with step c lr (``time`` = c lr step). For Adam the convention
+changes only Adam's eps term; Adam has no closure and no flow clock.
 """
 from __future__ import annotations
 
@@ -27,9 +41,12 @@ import xarray as xr
 from nqf.approximation import deviation, train_side_by_side
 from nqf.architectures import ARCHITECTURES, UnitModule
 from nqf.effective import effective_matrix, teacher_weights
-from nqf.experiments.common import Claim, claims_dataset
+from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 
 KIND = "nqf_approximation"
+TRACKS_SOURCE = "Fig. 2 (Sec. 7): 'The NQF tracks the original almost exactly across every architecture and optimizer'"
+DEPARTS_SOURCE = ("Fig. 2 (Sec. 7): 'At large initialization, the NQF visibly departs from the original, showing "
+                  "that the NQF approximation is only valid in the small-initialization regime'")
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
 TITLES = {"mlp": "MLP", "cnn": "CNN", "qk_head": "QK-only head", "mha": "MHA", "moe": "MoE"}
 # Where each module leaves its NQF: the first term Theorem 1 drops (for the summary notes).
@@ -44,7 +61,7 @@ _DATA = ("architectures", "sizes", "n_samples", "n_outputs", "singular_values", 
          "data_seed")
 STAGE_KEYS = {
     "data": _DATA,
-    "train": _DATA + ("optimizers", "lr", "steps", "init_scales", "seeds", "momentum", "n_record",
+    "train": _DATA + ("optimizers", "loss", "lr", "steps", "init_scales", "seeds", "momentum", "n_record",
                       "record_M_max_p", "dtype"),
     "theory": ("singular_values",),
     "fit": ("architectures", "optimizers", "init_scales", "singular_values", "tolerances"),
@@ -66,7 +83,7 @@ def run_config(cfg: dict, run: str) -> dict:
     for arch in cfg["architectures"]:
         for opt in cfg["optimizers"]:
             if run_id(arch, opt) == run:
-                shared = ("n_samples", "n_outputs", "singular_values", "input_norm", "data_seed",
+                shared = ("n_samples", "n_outputs", "singular_values", "input_norm", "data_seed", "loss",
                           "init_scales", "seeds", "momentum", "n_record", "record_M_max_p", "dtype")
                 return {"architecture": arch, "optimizer": opt, "size": cfg["sizes"][arch],
                         "lr": cfg["lr"][arch][opt], "steps": cfg["steps"][arch],
@@ -227,7 +244,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     steps = int(rc["steps"])
     dtype = torch.float64 if rc["dtype"] == "float64" else torch.float32
     ds = train_side_by_side(module, inputs_of(data, arch), data[f"{arch}_y"].values, W0,
-                            lr=float(rc["lr"]), steps=steps, optimizer=opt,
+                            lr=float(rc["lr"]), steps=steps, optimizer=opt, loss=rc.get("loss", "mean"),
                             n_singular=len(rc["singular_values"]), momentum=rc["momentum"],
                             record_steps=np.linspace(0, steps, rc["n_record"]).round().astype(int),
                             record_M=module.p <= rc["record_M_max_p"], device=device, dtype=dtype)
@@ -257,43 +274,64 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """D per architecture x optimizer x init scale x seed, and the two claims of Figure 2."""
+    """D per architecture x optimizer x init scale x seed, and the two claims of Figure 2 (the
+    small-init one within its error budget, the large-init one a bound; module docstring)."""
     archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
     scales = np.asarray(cfg["init_scales"], float)
     s = np.asarray(cfg["singular_values"], float)
     tol = cfg["tolerances"]
+    factor, ratio = float(tol["safety_factor"]), float(tol["departure_ratio"])
     seeds = run_ds[run_id(archs[0], opts[0])]["seed"].values
     D = np.full((len(archs), len(opts), scales.size, seeds.size), np.nan)
+    trunc = np.full((len(archs), len(opts), scales.size), np.nan)
     for i, a in enumerate(archs):
         for j, o in enumerate(opts):
             run = run_ds[run_id(a, o)].sel(init_scale=scales)
             D[i, j] = deviation(run["s_module"].values, run["s_nqf"].values, s)
+            trunc[i, j] = run["truncation"].max(dim=("seed", "step")).values
     D_max = D.max(axis=-1)
     order = np.argsort(scales)
     small, large = order[0], order[1:]
+    tolerance = np.full((len(archs), len(opts)), np.nan)
     claims = []
     for i, a in enumerate(archs):
         for j, o in enumerate(opts):
+            run = run_ds[run_id(a, o)]
+            eps = float(np.finfo(run["s_module"].dtype).eps) if run["s_module"].dtype.kind == "f" else 0.0
+            steps = int(run["step"].values.max())
+            budget = ErrorBudget({
+                "NQF truncation O(|W|^2): max over steps and seeds of the module's relative remainder at its weights":
+                    float(trunc[i, j, small]),
+                f"rounding: eps({run['s_module'].dtype}) x steps": eps * steps}, factor)
+            tolerance[i, j] = budget.tolerance
             d0 = float(D_max[i, j, small])
-            claims.append(Claim(
-                f"D({a} {o} sigma={scales[small]:g}) <= tolerance", 0.0, d0, tol["small_init_deviation"],
-                relative=False,
-                note=("max over t, k and seeds of |s_k,module - s_k,NQF| / s_k; NQF tracks the module"
-                      if d0 <= tol["small_init_deviation"] else
-                      f"MISS: the module leaves its NQF at the learned state ({HIGHER_ORDER[a]})")))
+            adam = ("; Adam: no closure, and the loss convention changes only its eps term" if o == "adam" else "")
+            claims.append(budget.claim(
+                f"D({a} {o} sigma={scales[small]:g}) within the NQF's error budget", 0.0, d0, relative=False,
+                checks="paper", source=TRACKS_SOURCE,
+                note=("max over t, k and seeds of |s_k,module - s_k,NQF| / s_k; NQF tracks the module" + adam
+                      if d0 <= budget.tolerance else
+                      f"MISS: the module leaves its NQF by more than its truncation error explains ({HIGHER_ORDER[a]})")))
             for l in large:
                 dl = float(D_max[i, j, l])
-                s1_init = float(run_ds[run_id(a, o)]["s_module"].sel(init_scale=scales[l])
-                                .isel(step=0, k=0).mean())
-                ok = dl >= tol["departure_ratio"] * d0
+                s1_init = float(run["s_module"].sel(init_scale=scales[l]).isel(step=0, k=0).mean())
+                ok = dl >= ratio * d0
                 claims.append(Claim(
-                    f"D({a} {o} sigma={scales[l]:g}) >= {tol['departure_ratio']:g} D(sigma={scales[small]:g})",
-                    tol["departure_ratio"] * d0, dl, 0.0, kind="at_least",
-                    note=(f"ratio {dl / max(d0, 1e-300):.3g}; departure at large init ({HIGHER_ORDER[a]})" if ok else
+                    f"D({a} {o} sigma={scales[l]:g}) >= {ratio:g} D(sigma={scales[small]:g})",
+                    ratio * d0, dl, math.nan, kind="at_least", checks="paper", source=DEPARTS_SOURCE,
+                    tolerance_source=(f"bound: 'visibly departs' read as at least departure_ratio ({ratio:g}) times the "
+                                      f"sigma={scales[small]:g} D of the same architecture and optimizer (two deviations "
+                                      f"measured on the same grid and seeds), so no error budget enters"),
+                    note=(f"ratio {dl / max(d0, 1e-300):.3g}; departure at large init ({HIGHER_ORDER[a]}); the module's "
+                          f"truncation error there reaches {trunc[i, j, l]:.3g}" if ok else
                           f"MISS: ratio {dl / max(d0, 1e-300):.3g}; {_miss_reason(a, s1_init, s[0])}")))
     ds = xr.Dataset(
         {"D": (("arch", "optimizer", "init_scale", "seed"), D, {"units": "1", "long_name": "max over t and k of |s_k,module - s_k,NQF| / s_k"}),
-         "D_max": (("arch", "optimizer", "init_scale"), D_max, {"units": "1", "long_name": "D, worst seed"})},
+         "D_max": (("arch", "optimizer", "init_scale"), D_max, {"units": "1", "long_name": "D, worst seed"}),
+         "truncation_max": (("arch", "optimizer", "init_scale"), trunc, {
+             "units": "1", "long_name": "max over steps and seeds of the module's relative O(|W|^2) truncation error"}),
+         "small_init_tolerance": (("arch", "optimizer"), tolerance, {
+             "units": "1", "long_name": "error budget of D at the smallest init scale, times the safety factor"})},
         coords={"arch": archs, "optimizer": opts, "init_scale": scales, "seed": seeds},
         attrs={"experiment_kind": KIND})
     return xr.merge([ds, claims_dataset(claims)])

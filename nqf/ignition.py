@@ -104,3 +104,18 @@ def mode_ignition_times(t, M, basis=None, *, rho: float = 0.5, saturation=None) 
         z = np.linalg.eigvalsh((M + np.swapaxes(M, -1, -2)) / 2)[..., ::-1]
     z = np.moveaxis(z, -2, 0)  # time first, as ignition_times expects
     return ignition_times(t, z, rho=rho, saturation=saturation)
+
+
+def level_crossing(t, f, level: float) -> float:
+    """First time a decreasing positive curve ``f`` falls to ``level``, with ln f interpolated
+    linearly in t between recorded points; NaN if it never does (or starts below it)."""
+    t, f = np.asarray(t, float), np.asarray(f, float)
+    below = np.flatnonzero(f <= level)
+    if level <= 0 or below.size == 0 or below[0] == 0:
+        return float("nan")
+    i = int(below[0])
+    lo, hi = f[i - 1], f[i]
+    if hi <= 0:
+        return float(t[i])
+    frac = (np.log(lo) - np.log(level)) / (np.log(lo) - np.log(hi))
+    return float(t[i - 1] + frac * (t[i] - t[i - 1]))

@@ -126,7 +126,10 @@ def logistic_solution(r, c, z0, t) -> np.ndarray:
     return z
 
 
-def glv(r, C, z0, t, *, rtol: float = 1e-10, atol: float = 1e-12, method: str = "Radau") -> np.ndarray:
+GLV_RTOL, GLV_ATOL = 1e-10, 1e-12  # glv's local error control on ln z (relative error of z)
+
+
+def glv(r, C, z0, t, *, rtol: float = GLV_RTOL, atol: float = GLV_ATOL, method: str = "Radau") -> np.ndarray:
     """Integrate dz/dt = z (r - C z) for any C (dense (K, K) or its diagonal (K,)).
 
     The state is u = ln z, so z0 = 1e-12 (or 1e-300) neither underflows nor stalls the step size;

@@ -12,7 +12,7 @@ def exp(**keys):
 def test_defaults_are_filled_from_the_schema():
     cfg = validate_config(exp())
     f = cfg["experiments"]["featurewise"]
-    assert f["eps"] == 1e-5 and f["lr"] == 0.01 and f["tolerances"]["z_rel_error"] == 0.03
+    assert f["eps"] == 1e-5 and f["lr"] == 0.01 and f["tolerances"]["safety_factor"] == 3 and f["loss"] == "mean"
     assert cfg["device"] == "auto" and cfg["figures"]["dpi"] == 150
 
 

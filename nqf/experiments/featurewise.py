@@ -34,15 +34,14 @@ import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
 from nqf.forms import DiagonalForm
-from nqf.ignition import ignition_times, predicted_ignition_times
+from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
 from nqf.losses import flow_lr
-from nqf.lotka_volterra import glv, logistic_solution
+from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
 from nqf.quadratic import QuadraticModel
 from nqf.training import log_step_grid, train
 
 KIND = "featurewise"
 PAPER_FIG3 = "Fig. 3 (left, middle)"
-GLV_RTOL, GLV_ATOL = 1e-10, 1e-12  # nqf.glv's defaults: local error control on ln z
 # Which config keys each stage reads: they become the rule's params, so a change reruns
 # exactly the stages that depend on it.
 STAGE_KEYS = {
@@ -142,20 +141,6 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
         attrs={"experiment_kind": KIND, "eps": cfg["eps"], "solution": "Theorem 6 (C diagonal)"},
     )
     return ds
-
-
-def level_crossing(t: np.ndarray, f: np.ndarray, level: float) -> float:
-    """First time a decreasing positive curve ``f`` falls to ``level``, with ln f interpolated
-    linearly in t between recorded points; NaN if it never does (or starts below it)."""
-    below = np.flatnonzero(f <= level)
-    if level <= 0 or below.size == 0 or below[0] == 0:
-        return float("nan")
-    i = int(below[0])
-    lo, hi = f[i - 1], f[i]
-    if hi <= 0:
-        return float(t[i])
-    frac = (np.log(lo) - np.log(level)) / (np.log(lo) - np.log(hi))
-    return float(t[i - 1] + frac * (t[i] - t[i - 1]))
 
 
 def plateau_midpoints(r: np.ndarray, c_diag: np.ndarray, t_star: np.ndarray, excess) -> tuple[np.ndarray, np.ndarray]:

@@ -33,7 +33,8 @@ import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import ErrorBudget, claims_dataset, lv_from_structure
-from nqf.experiments.featurewise import GLV_ATOL, GLV_RTOL, level_crossing
+from nqf.ignition import level_crossing
+from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL
 from nqf.forms import DiagonalForm
 from nqf.ignition import ignition_times
 from nqf.losses import flow_lr

@@ -108,7 +108,7 @@ def data():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_nqf_is_the_small_weight_expansion_on_digits(data, arch):
-    module, x, _ = rd._prepared(data, arch, small_cfg()["sizes"][arch])
+    module, x, _, _ = rd._prepared(data, arch, small_cfg()["sizes"][arch])
     G = torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     f0 = module.forward_with(torch.zeros_like(G), x)
     errs = []
@@ -123,7 +123,7 @@ def test_nqf_is_the_small_weight_expansion_on_digits(data, arch):
 def test_least_squares_floor_is_reached_by_unit_weights(data, arch):
     """E* of the least-squares floor, written as one unit per singular triplet (balanced), gives
     the floor as the NQF's train loss: the floor is what the NQF can reach, not a looser bound."""
-    module, x, _ = rd._prepared(data, arch, small_cfg()["sizes"][arch])
+    module, x, _, _ = rd._prepared(data, arch, small_cfg()["sizes"][arch])
     y = data["y_train"].values
     form = module.structure(x)
     f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x)[:, 0].numpy()
@@ -208,3 +208,21 @@ def test_cross_key_checks_name_the_key():
                       ({"dataset": "mnist_npz"}, "rd.path")]:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             check_config(cfg(**over))
+
+
+def test_per_architecture_training_sets():
+    """n_train as a mapping: the data file holds the largest count and each architecture trains on
+    the first n_train[arch] images of it (targets sliced alike); the structure stage's floor uses
+    that subset, so it equals the floor of a file holding only those images."""
+    cfg = small_cfg(n_train={"mlp": 120, "cnn": 60, "qk_self_attention": 60})
+    data = rd.make_data(stage_config(cfg, "data"))
+    assert data.sizes["sample"] == 120 and data.attrs["cnn_n_train"] == 60
+    _, x, _, y = rd._prepared(data, "cnn", cfg["sizes"]["cnn"])
+    assert x.shape[0] == 60 and np.array_equal(y, data["y_train"].values[:60])
+    run = rd.train_run(data, run_config(dict(cfg, steps={a: 3 for a in ARCHS}), "cnn"), "cnn", device="cpu")
+    assert run.attrs["n_train"] == 60
+    from nqf.config import ConfigError  # noqa: F401
+    from nqf.experiments import check_config
+    bad = validate_config({"device": "cpu", "experiments": {"rd": {"kind": "real_data", "n_train": {"mlp": 10}}}})
+    with pytest.raises(Exception, match="rd.n_train"):
+        check_config(bad)

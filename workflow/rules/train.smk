@@ -10,6 +10,8 @@ rule train:
         "results/logs/train/{exp}/{run}.log",
     benchmark:
         "results/benchmarks/train/{exp}/{run}.tsv"
+    # Trainings first: they are the long jobs, and fits and figures fill the cores at the end.
+    priority: 1
     resources:
         runtime=60,
         mem_mb=4000,

@@ -12,6 +12,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.workflow
+# Outputs every rerun of a fit also replans: the summary and the reproduction page.
+SUMMARIES = {"results/summary.csv", "results/reproduction.md", "results/reproduction.html"}
 
 
 def snakemake(workdir, *args, check=True):
@@ -73,8 +75,15 @@ def test_all_outputs_and_passing_claims(finished):
         assert attr in theory.attrs
     with open(res / "summary.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert {"experiment", "quantity", "predicted", "measured", "rel_error", "tolerance", "passed"} <= set(rows[0])
+    assert {"experiment", "quantity", "checks", "source", "reading", "predicted", "measured", "rel_error",
+            "tolerance", "tolerance_source", "passed"} <= set(rows[0])
     assert len(rows) >= 10 and all(r["passed"] == "True" for r in rows), rows
+    # every row says what it checks, under which reading, and where a paper claim comes from
+    assert {r["checks"] for r in rows} <= {"paper", "theorem", "ours"} and all(r["reading"] for r in rows)
+    assert all("Fig." in r["source"] for r in rows if r["checks"] == "paper")
+    page = (res / "reproduction.md").read_text()
+    assert "## Fig. 6" in page and "## Fig. 7" in page and "teacher_student" in page
+    assert "<table>" in (res / "reproduction.html").read_text()
     assert "nothing to be done" in (snakemake(work, "--configfile", str(finished[1]), "-n").stdout
                                     + snakemake(work, "--configfile", str(finished[1]), "-n").stderr).lower()
 
@@ -85,15 +94,14 @@ def test_changing_eps_reruns_only_that_experiment_from_train_on(finished, tmp_pa
     planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
     assert planned == {"results/runs/featurewise/gd.nc", "results/theory/featurewise.nc",
                        "results/fits/featurewise.nc", "results/figures/featurewise.pdf",
-                       "results/figures/featurewise.png", "results/figures/featurewise.claims.csv",
-                       "results/summary.csv"}
+                       "results/figures/featurewise.png", "results/figures/featurewise.claims.csv"} | SUMMARIES
 
 
 def test_changing_data_reruns_every_stage_of_that_experiment_only(finished, tmp_path):
     work, _ = finished
     cfg = write_config(tmp_path, experiments__featurewise_b__data_seed=11)
     planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
-    assert planned and all("featurewise_b" in p or p == "results/summary.csv" for p in planned)
+    assert planned and all("featurewise_b" in p or p in SUMMARIES for p in planned)
     assert "results/data/featurewise_b.nc" in planned
 
 
@@ -132,7 +140,7 @@ def test_adding_an_eps_value_trains_only_the_new_runs(finished, tmp_path):
     assert trained == {"results/runs/competition/eps1e-09.nc"}
     assert planned - trained <= {"results/theory/competition.nc", "results/fits/competition.nc",
                                  "results/figures/competition.pdf", "results/figures/competition.png",
-                                 "results/figures/competition.claims.csv", "results/summary.csv"}
+                                 "results/figures/competition.claims.csv"} | SUMMARIES
 
 
 def test_adding_a_seed_trains_only_its_block(finished, tmp_path):
@@ -153,7 +161,7 @@ def test_adding_a_seed_trains_only_its_block(finished, tmp_path):
     assert trained == {f"results/runs/teacher_student/mlp.seeds-{new}.nc"}
     assert planned - trained == {"results/fits/teacher_student.nc", "results/figures/teacher_student.pdf",
                                  "results/figures/teacher_student.png",
-                                 "results/figures/teacher_student.claims.csv", "results/summary.csv"}
+                                 "results/figures/teacher_student.claims.csv"} | SUMMARIES
     old = {p: p.stat().st_mtime_ns for p in (copy / "results" / "runs").rglob("*.nc")}
     snakemake(copy, "--configfile", str(cfg))
     assert {p: p.stat().st_mtime_ns for p in old} == old
@@ -213,4 +221,4 @@ def test_html_report_groups_figures_and_claims_by_experiment(finished):
     html = (work / "results" / "report.html").read_text()
     for exp in yaml.safe_load(cfg.read_text())["experiments"]:
         assert f"{exp}.claims.csv" in html and f"exp={exp}" in html, exp
-    assert "summary.csv" in html
+    assert "summary.csv" in html and "reproduction.html" in html

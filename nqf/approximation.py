@@ -25,7 +25,6 @@ since at small W the remainder is below float32's rounding of f.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -36,6 +35,7 @@ from nqf.effective import singular_values
 from nqf.forms import StructureForm
 from nqf.losses import flow_lr
 from nqf.quadratic import QuadraticModel, resolve_device
+from nqf.spectra import deviation  # noqa: F401 (defined there so that fit jobs need no torch)
 from nqf.training import train
 
 Tensor = torch.Tensor
@@ -164,15 +164,6 @@ def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, o
                     loss_convention=loss, loss_factor=flow_lr(1.0, loss, y.shape[0]),
                     f0_max_abs=float(f0.abs().max()), device=str(dev))
     return ds
-
-
-def deviation(s_module: np.ndarray, s_nqf: np.ndarray, s_target: Sequence[float]) -> np.ndarray:
-    """D = max over steps and k of |s_k,module - s_k,NQF| / s_k, per leading replica index.
-
-    Arrays are (..., step, k); the result has the leading shape.
-    """
-    s = np.asarray(s_target, float)
-    return np.max(np.abs(np.asarray(s_module) - np.asarray(s_nqf)) / s, axis=(-2, -1))
 
 
 def closure_recursion(form: StructureForm, y, W0, *, lr: float, steps: int, optimizer: str,

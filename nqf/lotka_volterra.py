@@ -11,12 +11,13 @@ assumed: the reduction reports the commutator residual of the data matrices.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from scipy.integrate import solve_ivp
 
-from nqf.forms import DiagonalForm, StructureForm
+if TYPE_CHECKING:
+    from nqf.forms import StructureForm
 
 
 def lv_coefficients(lam, y) -> tuple[np.ndarray, np.ndarray]:
@@ -35,6 +36,11 @@ def shared_eigenbasis(form: StructureForm, seed: int = 0) -> tuple[np.ndarray, n
     ``commutator`` = max_mu |[A_mu, S]|_F / (|A_mu|_F |S|_F) and ``off_diagonal`` =
     max_mu |offdiag(P^T A_mu P)|_F / |A_mu|_F; both vanish (to rounding) exactly under Assumption 1.
     """
+    # torch is imported where needed: the theory and fit jobs use this module without it
+    import torch
+
+    from nqf.forms import DiagonalForm
+
     if isinstance(form, DiagonalForm):
         lam = form.diag.detach().cpu().numpy().astype(float)
         return np.eye(form.p), lam, {"commutator": 0.0, "off_diagonal": 0.0}

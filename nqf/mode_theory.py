@@ -31,14 +31,17 @@ scatter of the init_scaling experiment to about 1%; psi'(d/2) misses it by 20-80
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from scipy.special import polygamma
 
-from nqf.factored import BlockBilinearForm
-from nqf.forms import DiagonalForm, StructureForm
 from nqf.lotka_volterra import shared_eigenbasis
+
+if TYPE_CHECKING:
+    import torch
+
+    from nqf.forms import StructureForm
 
 REGIMES = {"theorem6": (1.0, 2.0, 2.0, 1.0),  # a, zeta / gamma, C_k / kappa, amplitude / z
            "corollary4": (4.0, 0.5, 1.0, 0.5),
@@ -105,6 +108,12 @@ def reduce_modes(form: StructureForm, y, modes, *, tol: float = 1e-9) -> ModeRed
     LotkaVolterra.from_data. Dense matrices are formed only for the Assumption 1 check and for
     Y's spectrum off the modes (p x p), both cheap at the sizes of mode_designs.
     """
+    # torch is imported where needed: the theory and fit jobs use this module without it
+    import torch
+
+    from nqf.factored import BlockBilinearForm
+    from nqf.forms import DiagonalForm
+
     form = form.to(device="cpu", dtype=torch.float64)
     Q = torch.as_tensor(np.asarray(modes, float))
     y = torch.as_tensor(np.asarray(y, float).reshape(-1))

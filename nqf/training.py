@@ -13,12 +13,15 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 import xarray as xr
 
 from nqf.losses import describe, loss_factor
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger("nqf.train")
 
@@ -54,6 +57,9 @@ def log_step_grid(steps: int, n_points: int) -> np.ndarray:
 def make_optimizer(name: str, params, lr: float, momentum: float = 0.9,
                    weight_decay: float = 0.0) -> torch.optim.Optimizer:
     """'gd' (plain), 'momentum' (Polyak heavy ball, v <- beta v + g, w <- w - lr v), 'adam'."""
+    # torch is imported where needed: theory/fit/figure jobs use log_step_grid, TrainingDiverged without it
+    import torch
+
     if name == "gd":
         return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     if name == "momentum":
@@ -95,6 +101,8 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     Raises :class:`TrainingDiverged` at the first non-finite loss (exactly on the CPU; within
     32 steps on other devices).
     """
+    import torch
+
     if lr <= 0 or not math.isfinite(lr):
         raise ValueError(f"lr must be a positive number; got {lr}.")
     params = [p for p in model.parameters() if p.requires_grad]

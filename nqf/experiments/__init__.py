@@ -22,18 +22,53 @@ here plus its entry in KINDS and its schema under $defs in workflow/schemas/conf
 """
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from types import ModuleType
 
 import numpy as np
 
-from nqf.experiments import (collapse, competition, featurewise, featurewise_powerlaw, init_scaling,
-                             fourier_powerlaw, nqf_approximation, samplewise, samplewise_powerlaw,
-                             teacher_student, deep, real_data)
 
-KINDS: dict[str, ModuleType] = {mod.KIND: mod for mod in (featurewise, samplewise, competition, collapse,
-                                                         nqf_approximation, init_scaling,
-                                                         featurewise_powerlaw, samplewise_powerlaw, fourier_powerlaw,
-                                                         teacher_student, deep, real_data)}
+class Kinds(Mapping):
+    """Kind name -> its module nqf.experiments.<kind>, imported on first look-up: a workflow job
+    imports the one kind it runs (and no torch where that kind's stage needs none)."""
+
+    def __init__(self, names):
+        self._names = tuple(names)
+
+    def __getitem__(self, kind) -> ModuleType:
+        if kind not in self._names:
+            raise KeyError(kind)
+        module = importlib.import_module(f"{__name__}.{kind}")
+        assert module.KIND == kind, f"module {module.__name__} declares KIND {module.KIND!r}"
+        return module
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, kind) -> bool:
+        return kind in self._names
+
+    def __repr__(self) -> str:
+        return f"Kinds({', '.join(self._names)})"
+
+
+KINDS: Mapping[str, ModuleType] = Kinds(("featurewise", "samplewise", "competition", "collapse",
+                                         "nqf_approximation", "init_scaling",
+                                         "featurewise_powerlaw", "samplewise_powerlaw", "fourier_powerlaw",
+                                         "teacher_student", "deep", "real_data"))
+
+
+def __getattr__(name: str):
+    """nqf.experiments.<kind> as an attribute, as when the package imported every kind."""
+    if name in KINDS:
+        return KINDS[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 STAGES = ("data", "train", "theory", "fit", "figure")
 
 

@@ -36,16 +36,13 @@ nqf.experiments.common.ErrorBudget):
 from __future__ import annotations
 
 import numpy as np
-import torch
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 from nqf.experiments.featurewise import random_orthogonal
-from nqf.forms import DenseForm
 from nqf.ignition import ignition_times, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import LotkaVolterra
-from nqf.quadratic import QuadraticModel
 from nqf.training import train
 
 KIND = "collapse"
@@ -117,6 +114,12 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """Gaussian init W0 ~ N(0, eps / d), d = p units (E z_k(0) = eps), seeds as replicas."""
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    import torch
+
+    from nqf.forms import DenseForm
+    from nqf.quadratic import QuadraticModel
+
     arch, eps = cfg["architecture"], cfg["eps"]
     lam, y = data["A_diag"].values, data["y"].values
     A = structure_matrices(arch, lam, int(data.attrs["data_seed"]))

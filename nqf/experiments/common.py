@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 import xarray as xr
 from scipy.optimize import nnls
 
-from nqf.forms import DenseForm, DiagonalForm, StructureForm
 from nqf.lotka_volterra import LotkaVolterra
+
+if TYPE_CHECKING:
+    from nqf.forms import StructureForm
 
 SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "predicted", "measured",
                    "rel_error", "tolerance", "tolerance_source", "passed", "note")
@@ -24,6 +26,9 @@ CHECKS = ("paper", "theorem", "ours")
 
 def form_to_dataset(form: StructureForm) -> xr.Dataset:
     """Store a batch of structure matrices in its compact form."""
+    # torch and nqf.forms are imported where needed: the fit, figure and summary jobs run without them
+    from nqf.forms import DiagonalForm
+
     if isinstance(form, DiagonalForm):
         ds = xr.Dataset({"A_diag": (("sample", "param"), form.diag.cpu().numpy(), {
             "units": "1", "long_name": "diagonal of the structure matrix A(x_mu)"})})
@@ -38,6 +43,10 @@ def form_to_dataset(form: StructureForm) -> xr.Dataset:
 
 def form_from_dataset(ds: xr.Dataset) -> StructureForm:
     """Inverse of :func:`form_to_dataset`."""
+    import torch
+
+    from nqf.forms import DenseForm, DiagonalForm
+
     kind = ds.attrs.get("structure_form")
     if kind == "diagonal":
         return DiagonalForm(torch.as_tensor(ds["A_diag"].values, dtype=torch.float64))
@@ -58,6 +67,10 @@ def data_rank(form: StructureForm, rtol: float = 1e-10) -> int:
     The column space of sum_mu A_mu^2 (a sum of PSD matrices) is the union of the column
     spaces of the A_mu, so k_V is its numerical rank.
     """
+    import torch
+
+    from nqf.forms import DiagonalForm
+
     if isinstance(form, DiagonalForm):
         scale = form.diag.abs().max().item() or 1.0
         return int((form.diag.abs().amax(0) > rtol * scale).sum())
@@ -96,6 +109,8 @@ def second_moment_dataset(form: StructureForm, y) -> xr.Dataset:
 
 def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra]:
     """The statistics the theory needs: Y, Lotka-Volterra r and C, the shared-basis residuals."""
+    import torch
+
     lv = LotkaVolterra.from_data(form, y)
     m = form.m
     Y = form.weighted_sum(torch.as_tensor(4.0 / m * lv.y, dtype=torch.float64)).cpu().numpy()

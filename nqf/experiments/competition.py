@@ -31,17 +31,14 @@ nqf.experiments.common.ErrorBudget):
 from __future__ import annotations
 
 import numpy as np
-import torch
 import xarray as xr
 
 from scipy.integrate import solve_ivp
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
-from nqf.forms import DiagonalForm
 from nqf.ignition import ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import glv
-from nqf.quadratic import QuadraticModel
 from nqf.staircase import staircase
 from nqf.training import log_step_grid, train
 
@@ -124,6 +121,12 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    import torch
+
+    from nqf.forms import DiagonalForm
+    from nqf.quadratic import QuadraticModel
+
     eps = cfg["eps"] if np.isscalar(cfg["eps"]) else _eps_of(cfg, run)
     loss = cfg.get("loss", "mean")
     form = DiagonalForm(torch.as_tensor(data["A_diag"].values))

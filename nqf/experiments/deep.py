@@ -33,10 +33,8 @@ import math
 
 import numpy as np
 import pandas as pd
-import torch
 import xarray as xr
 
-from nqf.deep import build_deep, train_deep_trio
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 from nqf.losses import flow_lr
 from nqf.training import log_step_grid
@@ -84,6 +82,11 @@ def run_config(cfg: dict, run: str) -> dict:
 
 def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: train and test inputs, the teacher's weights and targets."""
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    import torch
+
+    from nqf.deep import build_deep
+
     variables, attrs = {}, {"experiment_kind": KIND, "architectures": ",".join(cfg["architectures"]),
                             "data_seed": cfg["data_seed"], "teacher_std": cfg["teacher_std"]}
     for a in cfg["architectures"]:
@@ -136,6 +139,10 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """The network, its 2-layer and 1-layer NQFs for every init variance x seed of one run."""
+    import torch
+
+    from nqf.deep import build_deep, train_deep_trio
+
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     a, opt = rc["architecture"], rc["optimizer"]
     model = build_deep(a, rc["size"])

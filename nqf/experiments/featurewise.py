@@ -29,15 +29,12 @@ times ``tolerances.safety_factor`` (nqf.experiments.common.ErrorBudget):
 from __future__ import annotations
 
 import numpy as np
-import torch
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
-from nqf.forms import DiagonalForm
 from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
-from nqf.quadratic import QuadraticModel
 from nqf.training import log_step_grid, train
 
 KIND = "featurewise"
@@ -88,6 +85,12 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """Full-batch GD on the quadratic model from W(0) = sqrt(eps) I."""
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    import torch
+
+    from nqf.forms import DiagonalForm
+    from nqf.quadratic import QuadraticModel
+
     form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
     p = form.p
     dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32

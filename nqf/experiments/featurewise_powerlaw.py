@@ -43,19 +43,20 @@ the safety factor times the standard errors of integer rounding.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
-from nqf.forms import DiagonalForm
 from nqf.ignition import predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import logistic_solution
-from nqf.quadratic import QuadraticModel
 from nqf.scaling import (count_drops, count_resolved, fit_power_law, predict_exponent, window_sensitivity)
 from nqf.training import log_step_grid, train
+
+if TYPE_CHECKING:
+    from nqf.forms import DiagonalForm
 
 KIND = "featurewise_powerlaw"
 SEED_KEYS = ("eps", "beta0", "loss", "lr", "steps", "n_record", "seeds", "width", "init_seed", "dtype")
@@ -105,6 +106,11 @@ def train_loss_only(form: DiagonalForm, W0: np.ndarray, y, *, lr: float, steps: 
     one CPU thread: the products have only R rows, and a second thread on a busy 2-core machine
     made the step 18x slower (measured: 108 s against 5.9 s for m = 300, 6 seeds).
     """
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    import torch
+
+    from nqf.quadratic import QuadraticModel
+
     tdtype = torch.float64 if dtype == "float64" else torch.float32
     model = QuadraticModel(form, W0, device=device, dtype=tdtype)
     threads = torch.get_num_threads()
@@ -363,6 +369,10 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 def form_of(data: xr.Dataset) -> DiagonalForm:
     """The DiagonalForm of the single-entry data: diagonals Diag(A_entry) (sample mu owns index mu)."""
+    import torch
+
+    from nqf.forms import DiagonalForm
+
     return DiagonalForm(torch.diag(torch.as_tensor(data["A_entry"].values, dtype=torch.float64)))
 
 

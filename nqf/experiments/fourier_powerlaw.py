@@ -66,17 +66,31 @@ networks).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 import xarray as xr
 
 from nqf.config import ConfigError
-from nqf.fourier_training import (FourierReplicas, RawMLPReplicas, exact_nqf_loss,  # noqa: F401
-                                  fold_even_grid, init_draws, raw_init_draws)
 from nqf.losses import flow_lr
-from nqf.quadratic import resolve_device
 from nqf.training import log_step_grid, train
+
+if TYPE_CHECKING:
+    import torch
+
+# nqf.fourier_training's names, re-exported (tests build models as fourier_powerlaw.FourierReplicas);
+# imported on first use by __getattr__ since that module imports torch
+_REEXPORTED = ("FourierReplicas", "RawMLPReplicas", "exact_nqf_loss", "fold_even_grid", "init_draws",
+               "raw_init_draws")
+
+
+def __getattr__(name: str):
+    if name in _REEXPORTED:
+        from nqf import fourier_training
+
+        return getattr(fourier_training, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 KIND = "fourier_powerlaw"
 RUNS = ("fourier_mlp", "nqf", "raw_mlp")
@@ -242,6 +256,10 @@ def structure(data: xr.Dataset) -> xr.Dataset:
 def _dtype(cfg: dict, run: str = "nqf") -> torch.dtype:
     """The NQF trains in ``dtype``; the two tanh networks in ``mlp_dtype`` (float32 makes their
     tanh-bound steps about 30 % cheaper; their comparisons with theory are exponents to a few per cent)."""
+    # torch is imported where needed: the fit and figure jobs run without it (the theory draws
+    # the seeds' initial weights with torch's generator, as training does)
+    import torch
+
     key = "dtype" if run == "nqf" else "mlp_dtype"
     return torch.float64 if cfg.get(key, "float64") == "float64" else torch.float32
 
@@ -258,6 +276,9 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     """GD on every seed of every theta (seeds only for the raw MLP). Each theta trains as one
     tensor program over its seeds for its own number of steps (``theta_steps``), recorded on the
     common log-spaced grid of the longest; a theta's record ends at its own horizon (NaN after)."""
+    from nqf.fourier_training import FourierReplicas, RawMLPReplicas, fold_even_grid, init_draws, raw_init_draws
+    from nqf.quadratic import resolve_device
+
     dev, dtype = resolve_device(device), _dtype(cfg, run)
     seeds = np.asarray(cfg["raw_seeds" if run == "raw_mlp" else "seeds"], int)
     thetas = data["theta"].values
@@ -331,6 +352,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Predicted exponents and windows per theta (nqf.scaling), and the exact NQF loss curves
     (mean init and the configured seeds' own draws) with their fitted exponents."""
+    from nqf.fourier_training import exact_nqf_loss, init_draws
     from nqf.scaling import fit_power_law, predict_exponent
 
     eps, M = float(cfg["eps"]), int(structure.attrs["M"])
@@ -700,7 +722,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                 label=f"predicted slope $t^{{-{b:.3g}}}$ (offset)")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel(r"gradient-flow time $t = \eta \cdot$step")
+        ax.set_xlabel(r"Eq. 26 flow time $t = c \cdot \mathrm{lr} \cdot$ step")
         ax.set_ylabel(r"normalised loss $L(t)/L(0)$")
         beta = float(theory_ds.attrs["beta"])
         ax.set_title(f"$\\theta$ = {theta:g}, $\\beta$ = {beta:g}")
@@ -725,6 +747,8 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_b.set_ylabel(r"loss exponent $b$ ($L \propto t^{-b}$)")
         ax_b.set_title("fitted vs predicted exponent")
         ax_b.legend(loc="upper right", fontsize=font_size - 2, handlelength=1.6)
-        fig.suptitle(f"{cfg['description']} (lr = {fit_ds.attrs['lr']:g}, $\\epsilon$ = {fit_ds.attrs['eps']:g}; "
-                     f"raw MLP lr = {fit_ds.attrs['raw_lr']:g})", fontsize=font_size + 1)
+        fig.suptitle(f"{cfg['description']}: loss {fit_ds.attrs.get('loss_convention', 'mean')}, lr = "
+                     f"{fit_ds.attrs['lr']:g} (c lr = {fit_ds.attrs.get('flow_lr', float('nan')):g}), "
+                     f"$\\epsilon$ = {fit_ds.attrs['eps']:g}; raw MLP step {fit_ds.attrs['raw_lr']:g}",
+                     fontsize=font_size + 1)
         plotting.save(fig, paths)

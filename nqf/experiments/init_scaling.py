@@ -51,22 +51,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 import xarray as xr
 
-from nqf.approximation import ModuleReplicas
 from nqf.config import ConfigError
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
-from nqf.forms import as_tensor
 from nqf.ignition import ignition_times, predicted_ignition_times, predicted_seed_scatter
 from nqf.losses import flow_lr
-from nqf.mode_designs import Design, design, initial_weights, teacher
 from nqf.mode_theory import (coupled_faster, effective_amplitudes, ordered_seed_scatter, reduce_modes, slope_fit,
                              std_relative_error)
-from nqf.quadratic import QuadraticModel, resolve_device
 from nqf.training import train
+
+if TYPE_CHECKING:
+    import torch
+
+    from nqf.mode_designs import Design
 
 KIND = "init_scaling"
 TRAIN_KEYS = ("eps", "loss", "lr", "steps", "n_record", "seeds", "seed_scale", "dtype", "data_seed")
@@ -97,6 +98,9 @@ def run_config(cfg: dict, run: str) -> dict:
 # -- data -----------------------------------------------------------------------------------
 def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: designed inputs, the NQF teacher's targets, the mode directions q_k."""
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    from nqf.mode_designs import design, teacher
+
     rates = np.asarray(cfg["rates"], float)
     K = rates.size
     if cfg["width"] < K:  # Theorem 16 needs M(0) diagonal in the q basis: one unit per mode
@@ -125,6 +129,10 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 def design_of(data: xr.Dataset, arch: str) -> tuple[Design, torch.Tensor, np.ndarray]:
     """The design stored in a data file: (design, flattened targets, z*)."""
+    import torch
+
+    from nqf.mode_designs import Design
+
     build = json.loads(data.attrs[f"{arch}_build"])
     build = {k: tuple(v) if isinstance(v, list) else v for k, v in build.items()}
     inputs = tuple(torch.as_tensor(data[f"{arch}_input{i}"].values) for i in range(int(data.attrs[f"{arch}_inputs"])))
@@ -181,6 +189,8 @@ def structure(data: xr.Dataset) -> xr.Dataset:
 def single_thread():
     """p < 50 here: a second thread costs more than it computes, and under `snakemake --cores 2`
     two training jobs would oversubscribe the cores (measured: 25x slower). Restored after."""
+    import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -189,17 +199,16 @@ def single_thread():
         torch.set_num_threads(before)
 
 
-class FlatModuleReplicas(ModuleReplicas):
-    """The real module for R weight replicas, outputs flattened over (sample, output) pairs, so
-    that with flattened targets the loss averages over m = samples x outputs as the NQF's does."""
-
-    def forward(self) -> torch.Tensor:
-        return super().forward().flatten(1)
-
-
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """GD on the architecture's NQF: every eps (aligned) and every seed (Gaussian) as replicas;
     with ``module`` also the real module from the aligned inits (targets f(0) + y)."""
+    import torch
+
+    from nqf.approximation import ModuleReplicas
+    from nqf.forms import as_tensor
+    from nqf.mode_designs import initial_weights
+    from nqf.quadratic import QuadraticModel, resolve_device
+
     arch = cfg.get("architecture", run)
     des, y, z_star = design_of(data, arch)
     aligned, gaussian = initial_weights(des, z_star, cfg["eps"], cfg["seeds"], cfg["seed_scale"], cfg["data_seed"])
@@ -211,6 +220,13 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 
     def record(mod):
         return {"z": (torch.einsum("pk,rpd->rkd", Q, mod.W) ** 2).sum(-1)}
+
+    class FlatModuleReplicas(ModuleReplicas):
+        """The real module for R weight replicas, outputs flattened over (sample, output) pairs, so
+        that with flattened targets the loss averages over m = samples x outputs as the NQF's does."""
+
+        def forward(self) -> torch.Tensor:
+            return super().forward().flatten(1)
 
     def run_gd(model, targets):
         # n of the loss convention: the (sample, output) pairs the loss averages over (the NQF's m)

@@ -32,16 +32,19 @@ from __future__ import annotations
 
 import json
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 import xarray as xr
 
-from nqf.approximation import deviation, train_side_by_side
-from nqf.architectures import ARCHITECTURES, UnitModule
-from nqf.effective import effective_matrix, teacher_weights
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.spectra import deviation
+
+if TYPE_CHECKING:
+    import torch
+
+    from nqf.architectures import UnitModule
 
 KIND = "nqf_approximation"
 TRACKS_SOURCE = "Fig. 2 (Sec. 7): 'The NQF tracks the original almost exactly across every architecture and optimizer'"
@@ -97,6 +100,11 @@ RANK_ONE_UNITS = ("mlp", "mlp_gelu", "cnn", "moe")
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Sizes that must fit together: each module must build, and the rank-r teacher needs
     r <= the student's width d, r <= the output dimension and r <= the input dimension."""
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    import torch
+
+    from nqf.effective import teacher_weights
+
     problems = []
     r = len(cfg["singular_values"])
     for arch in cfg["architectures"]:
@@ -121,6 +129,8 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 def build_module(arch: str, size: dict, n_outputs: int, data_seed: int) -> UnitModule:
     """The float64 module of one architecture (its own parameters are never used: W is)."""
+    from nqf.architectures import ARCHITECTURES
+
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in size.items()}
     return ARCHITECTURES[arch].build(n_outputs=n_outputs, seed=data_seed, **kwargs)
 
@@ -143,6 +153,8 @@ def _input_vars(arch: str, x) -> dict:
 
 def inputs_of(data: xr.Dataset, arch: str):
     """The inputs of one architecture stored by :func:`make_data`, as the module takes them."""
+    import torch
+
     if f"{arch}_query" in data:
         return (torch.as_tensor(data[f"{arch}_query"].values),
                 torch.as_tensor(data[f"{arch}_context"].values))
@@ -151,6 +163,10 @@ def inputs_of(data: xr.Dataset, arch: str):
 
 def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: Gaussian inputs, the teacher W*, its E* and the targets f(0) + f_NQF*."""
+    import torch
+
+    from nqf.effective import effective_matrix, teacher_weights
+
     m, k, s = cfg["n_samples"], cfg["n_outputs"], cfg["singular_values"]
     variables: dict = {}
     attrs = {"experiment_kind": KIND, "architectures": ",".join(cfg["architectures"]),
@@ -194,6 +210,8 @@ def structure(data: xr.Dataset) -> xr.Dataset:
     and outputs, m samples). This is the GLV of Eq. 32 projected on the teacher's modes; its
     fixed point r_a / C_aa is |w*_a|^2 when the modes decouple.
     """
+    import torch
+
     archs = data.attrs["architectures"].split(",")
     n_modes = data.sizes["teacher_unit"]
     m = data.sizes["sample"]
@@ -222,6 +240,8 @@ def structure(data: xr.Dataset) -> xr.Dataset:
 
 def _set_readout(module: UnitModule, data: xr.Dataset, arch: str) -> None:
     """Use the data file's readout, so teacher, module and NQF share it by construction."""
+    import torch
+
     if f"{arch}_readout" in data:
         with torch.no_grad():
             module.readout.copy_(torch.as_tensor(data[f"{arch}_readout"].values))
@@ -229,6 +249,8 @@ def _set_readout(module: UnitModule, data: xr.Dataset, arch: str) -> None:
 
 def initial_weights(p: int, d: int, init_scales, seeds) -> torch.Tensor:
     """W0 of shape (init scales x seeds, p, d): seed s gives one Gaussian G_s, scaled by each sigma."""
+    import torch
+
     G = torch.stack([torch.randn(p, d, generator=torch.Generator().manual_seed(int(s)),
                                  dtype=torch.float64) for s in seeds])
     return torch.cat([float(sigma) * G for sigma in init_scales])
@@ -236,6 +258,10 @@ def initial_weights(p: int, d: int, init_scales, seeds) -> torch.Tensor:
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """The module and its NQF for every seed and init scale of one architecture x optimizer."""
+    import torch
+
+    from nqf.approximation import train_side_by_side
+
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     arch, opt = rc["architecture"], rc["optimizer"]
     module = build_module(arch, rc["size"], rc["n_outputs"], rc["data_seed"])

@@ -28,18 +28,15 @@ is late by (eta / 4) ln(z_lead / eps) / t* relative (about eta zeta_mu / 4):
 from __future__ import annotations
 
 import numpy as np
-import torch
 import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import ErrorBudget, claims_dataset, lv_from_structure
 from nqf.ignition import level_crossing
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL
-from nqf.forms import DiagonalForm
 from nqf.ignition import ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import glv
-from nqf.quadratic import QuadraticModel
 from nqf.training import log_step_grid, train
 
 KIND = "samplewise"
@@ -79,6 +76,12 @@ def zeta(lam: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    import torch
+
+    from nqf.forms import DiagonalForm
+    from nqf.quadratic import QuadraticModel
+
     form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
     dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
     model = QuadraticModel(form, np.sqrt(cfg["eps"]) * np.eye(form.p), device=device, dtype=dtype)

@@ -24,8 +24,9 @@ ripple, and the finite-eps and finite-size terms against the asymptotic) times
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
@@ -33,10 +34,12 @@ from nqf.experiments.common import claims_dataset
 from nqf.experiments.featurewise_powerlaw import (SHIFTS, exponent_claims, exponent_variables, flow_step,
                                                   loglog_panel, seeded_init, shifted_ci_halves, shifted_exponents,
                                                   train_loss_only)
-from nqf.forms import DiagonalForm
 from nqf.losses import flow_lr
 from nqf.scaling import fit_power_law, predict_exponent
 from nqf.training import log_step_grid
+
+if TYPE_CHECKING:
+    from nqf.forms import DiagonalForm
 
 KIND = "samplewise_powerlaw"
 STAGE_KEYS = {
@@ -98,6 +101,11 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 def form_of(data: xr.Dataset) -> DiagonalForm:
     """The DiagonalForm of the block-diagonal data (m samples, p = m K parameters)."""
+    # torch is imported where needed: the theory, fit and figure jobs run without it
+    import torch
+
+    from nqf.forms import DiagonalForm
+
     return DiagonalForm(torch.as_tensor(dense_diagonals(data["lam"].values)))
 
 

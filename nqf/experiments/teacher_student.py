@@ -38,16 +38,19 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 import xarray as xr
-from torch.func import vmap
 
-from nqf.architectures import ARCHITECTURES, UnitModule
 from nqf.experiments.common import Claim, claims_dataset
 from nqf.losses import flow_lr
 from nqf.training import progress_message
+
+if TYPE_CHECKING:
+    import torch
+
+    from nqf.architectures import UnitModule
 
 KIND = "teacher_student"
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
@@ -83,12 +86,17 @@ def run_config(cfg: dict, run: str) -> dict:
 
 def build_module(arch: str, size: dict, data_seed: int) -> UnitModule:
     """The float64 student/teacher module (one output); its readout (QK head) comes from data_seed."""
+    # torch is imported where needed: the fit and figure jobs run without it
+    from nqf.architectures import ARCHITECTURES
+
     return ARCHITECTURES[arch].build(n_outputs=1, seed=data_seed, **size)
 
 
 def teacher_weights(module: UnitModule, std: float, fan_in: bool, gen: torch.Generator) -> torch.Tensor:
     """Teacher unit weights W* (p x d): N(0, std^2) per entry, or N(0, std^2 / fan-in) of each
     block (the module's own initialisation) when ``fan_in``."""
+    import torch
+
     W = torch.randn(module.p, module.width, generator=gen, dtype=torch.float64) * std
     if fan_in:  # the readout v of an MLP unit reads the d hidden units; every other block reads x
         start = 0
@@ -108,6 +116,8 @@ def _inputs_vars(arch: str, x) -> dict:
 
 def probe_inputs(data: xr.Dataset, arch: str):
     """The probe inputs of one architecture, as the module takes them."""
+    import torch
+
     if f"{arch}_probe_query" in data:
         return (torch.as_tensor(data[f"{arch}_probe_query"].values),
                 torch.as_tensor(data[f"{arch}_probe_context"].values))
@@ -115,6 +125,8 @@ def probe_inputs(data: xr.Dataset, arch: str):
 
 
 def _module_for(data: xr.Dataset, arch: str, size: dict) -> UnitModule:
+    import torch
+
     module = build_module(arch, size, int(data.attrs["data_seed"]))
     if f"{arch}_readout" in data:
         with torch.no_grad():
@@ -124,6 +136,8 @@ def _module_for(data: xr.Dataset, arch: str, size: dict) -> UnitModule:
 
 def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: the teacher W*, the fixed readout (QK head), probe inputs and targets."""
+    import torch
+
     variables: dict = {}
     attrs = {"experiment_kind": KIND, "architectures": ",".join(cfg["architectures"]),
              "data_seed": cfg["data_seed"], "teacher_std": cfg["teacher_std"],
@@ -159,6 +173,8 @@ def structure(data: xr.Dataset) -> xr.Dataset:
     """
     import ast
 
+    import torch
+
     archs = data.attrs["architectures"].split(",")
     r, C, gamma = (np.zeros(len(archs)) for _ in range(3))
     for i, arch in enumerate(archs):
@@ -185,6 +201,8 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Ignition step of the NQF's top mode (Theorems 6/8 on the one-mode GLV, half saturation):
     t* = ln(r / (C z0)) / r with z0 = E[psi^T W0 W0^T psi] = eps^2 d, in steps t* / (c lr) with c
     the loss convention's factor for a minibatch (the Eq. 26 flow advances c lr per step)."""
+    from nqf.architectures import ARCHITECTURES
+
     archs = list(structure_ds["arch"].values)
     r, C = structure_ds["r"].values, structure_ds["C"].values
     z0 = np.array([cfg["init_std"] ** 2 * ARCHITECTURES[a].build(n_outputs=1, **cfg["sizes"][a]).width
@@ -200,6 +218,8 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 
 def _stack_inputs(xs):
+    import torch
+
     if isinstance(xs[0], tuple):
         return tuple(torch.stack([x[i] for x in xs]) for i in range(len(xs[0])))
     return torch.stack(xs)
@@ -219,6 +239,9 @@ def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torc
     ``probe_loss_module``, ``probe_loss_nqf``, and the minibatch losses; ``parting_step`` is the
     first step with rel_output > threshold (-1 if none).
     """
+    import torch
+    from torch.func import vmap
+
     R = W0.shape[0]
     factor = flow_lr(1.0, loss, batch_size)
     Wm = W0.clone().requires_grad_()
@@ -286,6 +309,8 @@ def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torc
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """Module and NQF of one architecture for every seed (CPU float64: the step is tiny)."""
+    import torch
+
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     arch = rc["architecture"]
     module = _module_for(data, arch, rc["size"])

@@ -1,0 +1,51 @@
+"""Workflow jobs are fresh processes: those that need no torch (theory, fit, figure, summary,
+reproduction) must not pay for importing it (about 1.3 s a job)."""
+import importlib
+import subprocess
+import sys
+import textwrap
+import types
+
+import nqf
+from nqf.experiments import KINDS
+
+# Kinds whose modules import without torch. Their fit and figure stages run without it too, and
+# so does their theory, except teacher_student's (it builds the modules to read their width) and
+# fourier_powerlaw's (it draws the seeds' initial weights with torch's generator, as training does).
+TORCH_FREE_KINDS = ("featurewise", "samplewise", "competition", "collapse", "nqf_approximation", "init_scaling",
+                    "featurewise_powerlaw", "samplewise_powerlaw", "fourier_powerlaw", "teacher_student", "deep",
+                    "real_data")
+
+
+def _modules_after(code: str) -> set[str]:
+    """The top-level packages a fresh interpreter has imported after running ``code``."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code) + "\nimport sys\n"
+                          "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"],
+                         capture_output=True, text=True, check=True, timeout=300)
+    return set(out.stdout.split())
+
+
+def test_light_jobs_import_no_torch():
+    loaded = _modules_after(f"""
+        import nqf, nqf.experiments, nqf.experiments.common, nqf.experiments.divergence, nqf.experiments.jobs
+        import nqf.experiments.reproduction, nqf.netcdf
+        from nqf.experiments import KINDS, kind_of
+        for kind in {TORCH_FREE_KINDS!r}:
+            assert KINDS[kind].KIND == kind_of({{"kind": kind}}).KIND == kind
+        """)
+    assert "torch" not in loaded
+
+
+def test_every_kind_is_listed():
+    assert set(TORCH_FREE_KINDS) <= set(KINDS)
+    assert all(isinstance(KINDS[k], types.ModuleType) and KINDS[k].KIND == k for k in KINDS)
+
+
+def test_package_names_resolve_lazily():
+    assert set(nqf.__all__) <= set(dir(nqf))
+    for name in nqf.__all__:
+        assert getattr(nqf, name) is not None
+    importlib.import_module("nqf.mflow")  # importing the submodule leaves the function its name
+    importlib.import_module("nqf.staircase")
+    assert callable(nqf.mflow) and callable(nqf.staircase)
+    assert nqf.train.__module__ == "nqf.training"

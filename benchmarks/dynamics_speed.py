@@ -95,24 +95,24 @@ def glv_section(lines: list[str]) -> None:
     sc = nqf.staircase_from_init(r, c, z0, eps)
     t_stair = time.perf_counter() - t0
     t = np.geomspace(1e-2, 1.2 * sc.tau_start[-1] * ln, 400)
-    t_exact = best_of(lambda: nqf.integrate_glv(r, c, z0, t))
-    exact = nqf.integrate_glv(r, c, z0, t)
+    t_exact = best_of(lambda: nqf.glv(r, c, z0, t))
+    exact = nqf.glv(r, c, z0, t)
     numeric = None
 
     def run_numeric():
         nonlocal numeric
-        numeric = nqf.integrate_glv(r, c, z0, t, method="LSODA")
+        numeric = nqf.glv(r, c, z0, t, method="LSODA")
 
     t_num = best_of(run_numeric, repeats=1)
     Ks = 1000
-    t_radau = best_of(lambda: nqf.integrate_glv(r[:Ks], c[:Ks], z0[:Ks], t, method="Radau"), repeats=1)
+    t_radau = best_of(lambda: nqf.glv(r[:Ks], c[:Ks], z0[:Ks], t, method="Radau"), repeats=1)
     lines += [
         f"[GLV] {K} modes, diagonal C, eps = {eps:g}: {sc.order.size} ignitions up to "
         f"t = {t[-1]:.3g} (tau = {1.2 * sc.tau_start[-1]:.3g}), 400 output times",
-        f"  integrate_glv numerical (LSODA rtol 1e-10, decoupled modes in chunks of 64): {t_num:.2f} s "
+        f"  glv numerical (LSODA rtol 1e-10, decoupled modes in chunks of 64): {t_num:.2f} s "
         f"(check: under 10 s); max relative deviation from the exact logistic "
         f"{np.max(np.abs(numeric / exact - 1)):.1e}",
-        f"  integrate_glv default (decoupled -> exact logistic integral, Theorem 6):     {t_exact:.3f} s",
+        f"  glv default (decoupled -> exact logistic integral, Theorem 6):     {t_exact:.3f} s",
         f"  numerical Radau (sparse Jacobian), first {Ks} modes, same horizon:            {t_radau:.2f} s",
         f"  eps -> 0 event solver (staircase, closed form for diagonal C):               {t_stair:.3f} s",
     ]
@@ -130,14 +130,14 @@ def glv_section(lines: list[str]) -> None:
 
     def run():
         nonlocal z
-        z = nqf.integrate_glv(r, C, np.full(K, eps), t)
+        z = nqf.glv(r, C, np.full(K, eps), t)
 
     t_dense = best_of(run, repeats=1)
     loss = np.mean((z[-1] @ lam.T - y) ** 2)
     lines += [
         f"[GLV] {K} modes, dense Gram C (m = {m}), eps = {eps:g}: {sc.order.size} ignitions, "
         f"{sc.suppressed.size} suppressions, last event at tau = {sc.tau_start[-1]:.4g}",
-        f"  integrate_glv (LSODA, analytic Jacobian, rtol 1e-10) over the full staircase: {t_dense:.2f} s "
+        f"  glv (LSODA, analytic Jacobian, rtol 1e-10) over the full staircase: {t_dense:.2f} s "
         "(check: under 10 s)",
         f"  final loss: GLV {loss:.3e}, staircase plateau {sc.loss[-1]:.3e}",
         f"  eps -> 0 event solver (staircase): {t_stair:.2f} s",

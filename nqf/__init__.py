@@ -28,7 +28,7 @@ _SOURCES = {
                     "nqf.closed_forms"),
     **dict.fromkeys(("SecondMoment", "mflow"), "nqf.mflow"),
     **dict.fromkeys(("discrete_flow", "sgd_moments"), "nqf.recursions"),
-    **dict.fromkeys(("Solution", "integrate_glv", "predict"), "nqf.solutions"),
+    **dict.fromkeys(("Solution", "predict"), "nqf.solutions"),
     **dict.fromkeys(("Staircase", "staircase", "staircase_from_init"), "nqf.staircase"),
     **dict.fromkeys(("ExponentPrediction", "PowerLawFit", "count_drops", "fit_power_law", "power_law_test",
                      "predict_exponent", "theory_window", "window_sensitivity"), "nqf.scaling"),
@@ -42,7 +42,7 @@ __all__ = [
 __all__ += ["Expansion", "NotSmoothError", "ZGZWarning", "architectures", "expansion", "structure_matrix"]
 __all__ += [
     "ScalarFlow", "SecondMoment", "Solution", "Staircase", "corollary4", "discrete_flow",
-    "integrate_glv", "mflow", "mode_ignition_times", "predict", "predicted_seed_scatter",
+    "mflow", "mode_ignition_times", "predict", "predicted_seed_scatter",
     "sgd_moments", "staircase", "staircase_from_init", "theorem4", "theorem5", "theorem7", "theorem16",
 ]
 __all__ += ["ExponentPrediction", "PowerLawFit", "count_drops", "fit_power_law", "power_law_test",

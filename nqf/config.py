@@ -151,24 +151,5 @@ def validate_config(config: Mapping[str, Any], schema: Mapping | None = None) ->
         exp = _coerce_numbers(exp, sub)
         _check(exp, sub, ("experiments", exp_id), schema)
         exp = _fill_defaults(exp, sub)
-        for check in sub.get("x-consistency", []):
-            _consistency(exp, check, ("experiments", exp_id))
         cfg["experiments"][exp_id] = exp
     return cfg
-
-
-def _consistency(exp: Mapping, rule: Mapping, prefix: tuple) -> None:
-    """Cross-key rules the JSON schema cannot express (declared under x-consistency)."""
-    if rule["rule"] == "same_length":
-        a, b = rule["keys"]
-        va, vb = exp.get(a), exp.get(b)
-        if isinstance(vb, list) and isinstance(va, list) and len(va) != len(vb):
-            raise ConfigError(f"Config keys '{_key(prefix + (a,))}' and '{_key(prefix + (b,))}' "
-                              f"must have the same length; got {len(va)} and {len(vb)}.")
-    elif rule["rule"] == "less_than":
-        a, b = rule["keys"]
-        if exp.get(a) is not None and exp.get(b) is not None and not exp[a] < exp[b]:
-            raise ConfigError(f"Config key '{_key(prefix + (a,))}' ({exp[a]}) must be smaller "
-                              f"than '{_key(prefix + (b,))}' ({exp[b]}).")
-    else:
-        raise ConfigError(f"Unknown consistency rule {rule['rule']!r} in the schema.")

@@ -25,6 +25,7 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 
 from nqf.forms import DenseForm, DiagonalForm, StructureForm, as_tensor
+from nqf.lotka_volterra import glv
 
 _BASIS_CHUNK_ELEMENTS = 2 ** 24  # basis matrices handed to the form per call (memory bound)
 _MAX_FEATURE_ELEMENTS = 2 ** 27  # svec(A_mu) for all samples held at once (1 GiB of float64)
@@ -236,12 +237,11 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
     gamma = float(weight_decay)
     start = time.perf_counter()
     if stats.diagonal:
-        from nqf.solutions import integrate_glv  # the diagonal flow is exactly a GLV
         diag0 = np.diagonal(M0).copy()
         coupled = bool(np.any(stats.kmat - np.diag(np.diagonal(stats.kmat))))
-        diag = integrate_glv(2 * np.diagonal(stats.Y) - 2 * gamma, 2 * stats.kmat, diag0, t,
-                             rtol=rtol, atol=1e-12 if atol is None else atol,
-                             method="LSODA" if coupled else "Radau")  # numerical, never Thm 6
+        # the diagonal flow is exactly a GLV, integrated numerically (never Theorem 6's integral)
+        diag = glv(2 * np.diagonal(stats.Y) - 2 * gamma, 2 * stats.kmat, diag0, t,
+                   rtol=rtol, atol=1e-12 if atol is None else atol, method="LSODA" if coupled else "Radau")
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(diag0 > 0, np.sqrt(diag / np.where(diag0 > 0, diag0, 1.0)), 0.0)
         M = ratio[:, :, None] * M0[None] * ratio[:, None, :]

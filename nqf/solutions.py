@@ -22,96 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 import xarray as xr
-from scipy.integrate import solve_ivp
-from scipy.sparse.csgraph import connected_components
 
 from nqf.closed_forms import theorem4, theorem5, theorem7, theorem16
 from nqf.forms import DiagonalForm, StructureForm
-from nqf.lotka_volterra import LotkaVolterra, logistic_solution, lv_coefficients, shared_eigenbasis
+from nqf.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
 from nqf.mflow import SecondMoment, mflow
 
 _DENSE_CHECK_ELEMENTS = 2 ** 26  # largest m * p^2 for which dense A_mu are formed for the checks
-_LOG_CAP = 300.0
-_CHUNK = 64  # decoupled modes integrated together (sorted by rate, so their time scales match)
-
-
-def integrate_glv(r, C, z0, t, *, rtol: float = 1e-10, atol: float = 1e-12,
-                  method: str | None = None) -> np.ndarray:
-    """dz/dt = z (r - C z) for any C, returns z at the times t, shape (len(t), K).
-
-    Same equation and accuracy contract as :func:`nqf.glv` (state u = ln z, ``atol`` bounds the
-    error of ln z, so eps down to 1e-300 is safe), tuned for many modes:
-
-    * diagonal C (a vector, or a matrix with zero off-diagonal): the modes decouple and each is
-      the logistic of Theorem 6, its exact integral, evaluated in logarithms (``method='exact'``,
-      the default). Any other method integrates numerically.
-    * numerical methods integrate each connected component of C's sparsity graph on its own
-      (decoupled modes in chunks of similar growth rate): one common step size for all modes
-      would have to resolve every component's switch-ons.
-    * dense C: LSODA (the default; Adams on plateaus, BDF with the analytic Jacobian through
-      switch-ons) is 10-50x faster than Radau here, because Radau factorises a complex K x K
-      matrix at every step-size change while LSODA reuses one real factorisation for many steps.
-    """
-    r = np.asarray(r, float)
-    C = np.asarray(C, float)
-    z0 = np.broadcast_to(np.asarray(z0, float), r.shape).copy()
-    t = np.asarray(t, float)
-    if np.any(z0 < 0):
-        raise ValueError("z0 must be non-negative (z_k are eigenvalues of M = W W^T).")
-    if t.ndim != 1 or t.size == 0 or t[0] < 0 or np.any(np.diff(t) < 0):
-        raise ValueError("t must be a non-empty increasing array of times >= 0.")
-    if C.ndim == 2 and not np.any(C - np.diag(np.diagonal(C))):
-        C = np.diagonal(C).copy()
-    diagonal = C.ndim == 1
-    method = method or ("exact" if diagonal else "LSODA")
-    if method == "exact":
-        if not diagonal:
-            raise ValueError("method='exact' needs a diagonal C (Theorem 6); use 'LSODA' or 'Radau'.")
-        return logistic_solution(r, C, z0, t)
-    out = np.zeros((t.size, r.size))
-    live = np.flatnonzero(z0 > 0)
-    if diagonal:
-        labels = np.arange(r.size)
-    else:
-        _, labels = connected_components(sp.csr_matrix(C != 0), directed=False)
-    sizes = np.bincount(labels)
-    single = live[sizes[labels[live]] == 1]
-    single = single[np.argsort(r[single], kind="stable")]
-    blocks = [single[i:i + _CHUNK] for i in range(0, single.size, _CHUNK)]
-    for comp in np.unique(labels[live]):
-        if sizes[comp] > 1:
-            blocks.append(live[labels[live] == comp])
-    for idx in blocks:
-        Cb = C[idx] if diagonal else C[np.ix_(idx, idx)]
-        out[:, idx] = _integrate_block(r[idx], Cb, z0[idx], t, method, rtol, atol)
-    return out
-
-
-def _integrate_block(r, C, z0, t, method, rtol, atol) -> np.ndarray:
-    """One solve_ivp run of u' = r - C exp(u) for modes that all start above 0."""
-    if C.ndim == 2 and not np.any(C - np.diag(np.diagonal(C))):
-        C = np.diagonal(C).copy()
-    diagonal = C.ndim == 1
-
-    # Newton trial states of the implicit solver can overshoot to absurd ln z; capping ln z at
-    # 300 (z ~ 1e130, far above any saturation level r_k / C_kk) keeps them finite.
-    def rhs(_, u):
-        z = np.exp(np.minimum(u, _LOG_CAP))
-        return r - (C * z if diagonal else C @ z)
-
-    def jac(_, u):
-        z = np.exp(np.minimum(u, _LOG_CAP))
-        if diagonal:  # only Radau/BDF take a sparse Jacobian
-            return sp.diags(-C * z, format="csc") if method in ("Radau", "BDF") else np.diag(-C * z)
-        return -C * z[None, :]
-
-    sol = solve_ivp(rhs, (0.0, float(t[-1])), np.log(z0), method=method, t_eval=t,
-                    jac=jac, rtol=rtol, atol=atol)
-    if not sol.success:
-        raise RuntimeError(f"GLV integration failed: {sol.message}")
-    return np.exp(np.minimum(sol.y.T, _LOG_CAP))
 
 
 @dataclass
@@ -258,7 +176,7 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
             u, s, vt = np.linalg.svd(lam, full_matrices=False)
             z = theorem4(s[0] * vt[0], u[:, 0], y, z0, t)
         else:
-            z = integrate_glv(r, C, z0, t)
+            z = glv(r, C, z0, t)
         residual = cond["assumption1"] if choice == "glv" else max(cond["assumption1"], cond[choice])
         return Solution(choice, residual, cond, t, _slaved(P, M0, z0, z), lv.loss(z), z=z, basis=P,
                         info={"r": r, "C": C})

@@ -14,7 +14,7 @@ from nqf.lotka_volterra import LotkaVolterra
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
     """The GD products here have a handful of rows: one thread is faster, and two oversubscribe a
-    busy 2-core machine (see featurewise_powerlaw.train_loss_only)."""
+    busy 2-core machine (see nqf.experiments.powerlaw.train_loss_only)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -16,7 +16,8 @@ import nqf
 from nqf.closed_forms import (ScalarFlow, corollary4, corollary4_init, corollary4_modes, theorem4,
                               theorem5, theorem5_ignition_times, theorem7, theorem7_modes)
 from nqf.mflow import SecondMoment, mflow, unsvec
-from nqf.solutions import integrate_glv, predict
+from nqf.lotka_volterra import glv
+from nqf.solutions import predict
 
 
 def figure4_data():
@@ -62,7 +63,7 @@ def test_theorem5_equals_numerical_glv_to_1e6():
     z0 = np.geomspace(1e-6, 1e-4, 12)
     t = np.linspace(0, 60, 301)
     z = theorem5(lam, y, z0, t)
-    assert rel(z, integrate_glv(r, C, z0, t, rtol=1e-12, atol=1e-14)) < 1e-6
+    assert rel(z, glv(r, C, z0, t, rtol=1e-12, atol=1e-14)) < 1e-6
 
 
 def test_equation36_predicts_gradient_descent_ignition_within_3_percent():
@@ -93,7 +94,7 @@ def test_theorem4_equals_numerical_glv_to_1e6():
     r, C = nqf.lv_coefficients(np.outer(cmu, lamA), y)
     z0 = rng.uniform(1e-6, 1e-5, 5)
     t = np.linspace(0, 60, 301)
-    assert rel(theorem4(lamA, cmu, y, z0, t), integrate_glv(r, C, z0, t, rtol=1e-12, atol=1e-14)) < 1e-6
+    assert rel(theorem4(lamA, cmu, y, z0, t), glv(r, C, z0, t, rtol=1e-12, atol=1e-14)) < 1e-6
 
 
 def isotropic_data(p=4, seed=0):
@@ -197,7 +198,7 @@ def test_predict_falls_back_to_the_m_flow_and_reports_residuals():
     assert ds.attrs["method"] == "mflow" and ds["M"].dims == ("time", "row", "col")
 
 
-def test_integrate_glv_diagonal_and_dense_paths_at_extreme_inputs():
+def test_glv_diagonal_and_dense_paths_at_extreme_inputs():
     """eps = 1e-30, r = 0 and r < 0 modes: numerical paths match Theorem 6, no warnings."""
     r = np.concatenate([np.geomspace(1.0, 1e-2, 60), [0.0, -0.5]])
     c = np.linspace(0.5, 2.0, r.size)
@@ -206,11 +207,11 @@ def test_integrate_glv_diagonal_and_dense_paths_at_extreme_inputs():
     exact = nqf.logistic_solution(r, c, z0, t)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        default = integrate_glv(r, np.diag(c), z0, t)  # decoupled: the exact integral
-        radau = integrate_glv(r, c, z0, t, method="Radau")  # sparse-Jacobian stepper
+        default = glv(r, np.diag(c), z0, t)  # decoupled: the exact integral
+        radau = glv(r, c, z0, t, method="Radau")  # sparse-Jacobian stepper
         coupled = np.diag(c)
         coupled[0, 1] = coupled[1, 0] = 1e-300  # formally dense: LSODA path
-        lsoda = integrate_glv(r, coupled, z0, t)
+        lsoda = glv(r, coupled, z0, t)
     learned = r > 0
     for z in (default, radau, lsoda):
         assert np.all(np.isfinite(z))

@@ -14,7 +14,7 @@ import pytest
 from scipy.optimize import nnls
 
 import nqf
-from nqf.solutions import integrate_glv
+from nqf.lotka_volterra import glv
 
 
 def suppression_example():
@@ -88,7 +88,7 @@ def test_staircase_is_the_limit_of_glv_integration():
     gaps, plateau_errors, fall = [], [], []
     for eps in (1e-4, 1e-8, 1e-16):
         ln = np.log(1 / eps)
-        z = integrate_glv(r, C, np.full(3, eps), tau * ln)
+        z = glv(r, C, np.full(3, eps), tau * ln)
         t_star = nqf.ignition_times(tau * ln, z, saturation=sc.ignition_level) / ln
         gaps.append(np.abs(t_star - sc.ignition_tau))
         loss = np.mean((z @ lam.T - y) ** 2, axis=1)
@@ -116,7 +116,7 @@ def test_random_dense_case_agrees_with_glv_at_small_eps():
     eps = 1e-30
     ln = np.log(1 / eps)
     tau = np.linspace(0, 1.3 * sc.tau_start[-1], 20001)
-    z = integrate_glv(r, C, np.full(8, eps), tau * ln)
+    z = glv(r, C, np.full(8, eps), tau * ln)
     t_star = nqf.ignition_times(tau * ln, z, saturation=sc.ignition_level) / ln
     ignited = np.isfinite(sc.ignition_tau)
     assert np.all(np.abs(t_star[ignited] - sc.ignition_tau[ignited]) < 0.05 * sc.tau_start[-1])

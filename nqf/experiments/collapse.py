@@ -39,10 +39,10 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
-from nqf.experiments.featurewise import random_orthogonal
 from nqf.ignition import ignition_times, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import LotkaVolterra
+from nqf.orthogonal import random_orthogonal
 from nqf.training import train
 
 KIND = "collapse"

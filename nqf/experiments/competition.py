@@ -158,7 +158,7 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
         steps = log_step_grid(steps_for(eps, cfg["tau_max"], eta), n)
         t = eta * steps
         z0 = np.full(lv.modes, eps)
-        z = glv(lv.r, lv.C, z0, t)
+        z = glv(lv.r, lv.C, z0, t, method="Radau")
         t_gd.append(ignition_times(t, gd_modified_glv(lv.r, lv.C, z0, t, eta), saturation=ignition_level))
         z_all.append(np.pad(z, ((0, n - len(t)), (0, 0)), constant_values=np.nan))
         tau_all.append(np.pad(t / np.log(1 / eps), (0, n - len(t)), constant_values=np.nan))

@@ -14,9 +14,6 @@ import xarray as xr
 from nqf.experiments.common import Claim, claims_dataset
 from nqf.training import TrainingDiverged
 
-POLICIES = ("stop", "record")
-
-
 def stable_lr_clause(data: xr.Dataset, cfg: dict) -> str:
     """' The structure statistics predict ... lr < X ...' for the experiment's data, or '' if the
     data have no shared-eigenbasis reduction to read it from (or it cannot be computed)."""

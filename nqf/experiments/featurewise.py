@@ -35,6 +35,7 @@ from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_s
 from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
+from nqf.orthogonal import random_orthogonal
 from nqf.training import log_step_grid, train
 
 KIND = "featurewise"
@@ -53,12 +54,6 @@ STAGE_KEYS = {
 def runs(cfg: dict) -> list[str]:
     """One full-batch gradient-descent run (the initialisation is deterministic)."""
     return ["gd"]
-
-
-def random_orthogonal(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Haar-random orthogonal matrix (QR of a Gaussian matrix with the sign fix)."""
-    q, r = np.linalg.qr(rng.standard_normal((n, n)))
-    return q * np.sign(np.diag(r))
 
 
 def make_data(cfg: dict) -> xr.Dataset:
@@ -112,7 +107,7 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     steps = log_step_grid(cfg["steps"], cfg["n_record"])
     t = flow_lr(cfg["lr"], cfg["loss"], lv.y.size) * steps.astype(float)  # the Eq. 26 flow clock
     z0 = np.full(lv.modes, cfg["eps"])
-    z_glv = glv(lv.r, lv.C, z0, t, rtol=GLV_RTOL, atol=GLV_ATOL)
+    z_glv = glv(lv.r, lv.C, z0, t, rtol=GLV_RTOL, atol=GLV_ATOL, method="Radau")
     c_diag = np.diag(lv.C)
     z_closed = logistic_solution(lv.r, c_diag, z0, t)
     t_star = predicted_ignition_times(lv.r, c_diag, cfg["eps"])

@@ -31,9 +31,8 @@ import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import claims_dataset
-from nqf.experiments.featurewise_powerlaw import (SHIFTS, exponent_claims, exponent_variables, flow_step,
-                                                  loglog_panel, seeded_init, shifted_ci_halves, shifted_exponents,
-                                                  train_loss_only)
+from nqf.experiments.powerlaw import (SHIFTS, exponent_claims, exponent_variables, flow_step, loglog_panel,
+                                     seeded_init, shifted_ci_halves, shifted_exponents, train_loss_only)
 from nqf.losses import flow_lr
 from nqf.scaling import fit_power_law, predict_exponent
 from nqf.training import log_step_grid

@@ -1,0 +1,79 @@
+"""The package's import graph, read from the source (ast, nothing imported): no module of nqf
+imports itself back through others (function-level imports included), and no experiment kind
+imports another kind: shared code lives in the library or in nqf.experiments' helper modules."""
+import ast
+from pathlib import Path
+
+from nqf.experiments import KINDS
+
+ROOT = Path(__file__).resolve().parents[1] / "nqf"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the nqf modules it imports anywhere in its source (``from nqf.a import b`` counts
+    as an edge to nqf.a.b when that is a module, else to nqf.a)."""
+    paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{anchor}.{base}" if base else anchor
+                for alias in node.names:
+                    target = f"{base}.{alias.name}"
+                    deps.add(target if target in paths else base)
+            elif isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+        graph[name] = {d for d in deps if d in paths and d != name}
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every back edge of a depth-first search, as the cycle it closes (empty when acyclic).
+    The top package ``nqf`` is skipped: its names load lazily by string (importlib), not by import."""
+    state, stack, cycles = {}, [], []
+
+    def visit(u):
+        state[u] = "open"
+        stack.append(u)
+        for v in sorted(graph.get(u, ())):
+            if v == "nqf":
+                continue
+            if state.get(v) == "open":
+                cycles.append(stack[stack.index(v):] + [v])
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = "done"
+
+    for u in sorted(graph):
+        if u not in state:
+            visit(u)
+    return cycles
+
+
+def test_the_finder_sees_a_cycle():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_nqf():
+    cycles = find_cycles(import_graph())
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_kind_imports_another_kind():
+    graph = import_graph()
+    kinds = {f"nqf.experiments.{k}" for k in KINDS}
+    assert kinds <= set(graph), "every registered kind is a module of nqf.experiments"
+    crossing = {k: sorted(graph[k] & (kinds - {k})) for k in kinds if graph[k] & (kinds - {k})}
+    assert not crossing, f"kinds importing other kinds: {crossing}"

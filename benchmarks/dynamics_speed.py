@@ -19,6 +19,7 @@ import torch
 
 import nqf
 from nqf.mflow import SecondMoment
+from nqf.staircase import staircase_from_init
 
 
 def best_of(fn, repeats: int = 3) -> float:
@@ -92,7 +93,7 @@ def glv_section(lines: list[str]) -> None:
     c = r ** 2 / (8 * k ** -2.0)
     z0 = eps * k ** -1.2
     t0 = time.perf_counter()
-    sc = nqf.staircase_from_init(r, c, z0, eps)
+    sc = staircase_from_init(r, c, z0, eps)
     t_stair = time.perf_counter() - t0
     t = np.geomspace(1e-2, 1.2 * sc.tau_start[-1] * ln, 400)
     t_exact = best_of(lambda: nqf.glv(r, c, z0, t))

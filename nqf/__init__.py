@@ -1,9 +1,20 @@
 """nqf: Neural Quadratic Forms (Ziyin, Xu, Poggio, Chuang, arXiv 2608.13335) as a library.
 
-The public surface is small and flat; see the README for a tour.
+The top level holds the names a first session needs (the README's tour); everything else is
+imported from its submodule (``nqf.closed_forms.theorem5``, ``nqf.scaling.power_law_test``,
+``nqf.staircase.staircase_from_init``, ``nqf.training.log_step_grid``, ...).
 
-The names below are resolved on first use (PEP 562): ``import nqf`` loads no submodule, so a
-workflow job that needs only the theory (numpy, scipy) never pays for importing torch.
+* Structure: ``DenseForm``, ``DiagonalForm``, ``StructureForm`` (nqf.forms); ``structure_matrix``
+  and ``expansion`` of any unit function (nqf.taylor); ``architectures`` (the module registry).
+* Predictions: ``predict`` (picks the exact solution that applies; nqf.solutions), ``mflow``
+  (closed M-flow), ``discrete_flow`` (exact GD recursions), ``LotkaVolterra``, ``glv``,
+  ``logistic_solution``, ``lv_coefficients``, ``shared_eigenbasis`` (nqf.lotka_volterra),
+  ``staircase`` (eps -> 0 limit), ``predicted_ignition_times``, ``ignition_times``,
+  ``predicted_seed_scatter`` (nqf.ignition), ``predict_exponent``, ``fit_power_law`` (nqf.scaling).
+* Training: ``QuadraticModel``, ``train``, ``TrainingDiverged``.
+
+The names are resolved on first use (PEP 562): ``import nqf`` loads no submodule, so a workflow
+job that needs only the theory (numpy, scipy) never pays for importing torch.
 """
 from __future__ import annotations
 
@@ -17,36 +28,20 @@ __version__ = "0.1.0"
 # public name -> the submodule that defines it
 _SOURCES = {
     **dict.fromkeys(("DenseForm", "DiagonalForm", "StructureForm"), "nqf.forms"),
-    **dict.fromkeys(("ignition_times", "predicted_ignition_times", "mode_ignition_times",
-                     "predicted_seed_scatter"), "nqf.ignition"),
+    **dict.fromkeys(("expansion", "structure_matrix"), "nqf.taylor"),
+    **dict.fromkeys(("Solution", "predict"), "nqf.solutions"),
+    "mflow": "nqf.mflow",
+    "discrete_flow": "nqf.recursions",
     **dict.fromkeys(("LotkaVolterra", "glv", "logistic_solution", "lv_coefficients", "shared_eigenbasis"),
                     "nqf.lotka_volterra"),
-    **dict.fromkeys(("QuadraticModel", "resolve_device"), "nqf.quadratic"),
-    **dict.fromkeys(("TrainingDiverged", "log_step_grid", "train"), "nqf.training"),
-    **dict.fromkeys(("Expansion", "NotSmoothError", "ZGZWarning", "expansion", "structure_matrix"), "nqf.taylor"),
-    **dict.fromkeys(("ScalarFlow", "corollary4", "theorem4", "theorem5", "theorem7", "theorem16"),
-                    "nqf.closed_forms"),
-    **dict.fromkeys(("SecondMoment", "mflow"), "nqf.mflow"),
-    **dict.fromkeys(("discrete_flow", "sgd_moments"), "nqf.recursions"),
-    **dict.fromkeys(("Solution", "predict"), "nqf.solutions"),
-    **dict.fromkeys(("Staircase", "staircase", "staircase_from_init"), "nqf.staircase"),
-    **dict.fromkeys(("ExponentPrediction", "PowerLawFit", "count_drops", "fit_power_law", "power_law_test",
-                     "predict_exponent", "theory_window", "window_sensitivity"), "nqf.scaling"),
+    "staircase": "nqf.staircase",
+    **dict.fromkeys(("ignition_times", "predicted_ignition_times", "predicted_seed_scatter"), "nqf.ignition"),
+    **dict.fromkeys(("fit_power_law", "predict_exponent"), "nqf.scaling"),
+    "QuadraticModel": "nqf.quadratic",
+    **dict.fromkeys(("TrainingDiverged", "train"), "nqf.training"),
 }
 
-__all__ = [
-    "DenseForm", "DiagonalForm", "StructureForm", "LotkaVolterra", "QuadraticModel",
-    "TrainingDiverged", "glv", "ignition_times", "log_step_grid", "logistic_solution",
-    "lv_coefficients", "predicted_ignition_times", "resolve_device", "shared_eigenbasis", "train",
-]
-__all__ += ["Expansion", "NotSmoothError", "ZGZWarning", "architectures", "expansion", "structure_matrix"]
-__all__ += [
-    "ScalarFlow", "SecondMoment", "Solution", "Staircase", "corollary4", "discrete_flow",
-    "mflow", "mode_ignition_times", "predict", "predicted_seed_scatter",
-    "sgd_moments", "staircase", "staircase_from_init", "theorem4", "theorem5", "theorem7", "theorem16",
-]
-__all__ += ["ExponentPrediction", "PowerLawFit", "count_drops", "fit_power_law", "power_law_test",
-            "predict_exponent", "theory_window", "window_sensitivity"]
+__all__ = [*_SOURCES, "architectures"]
 
 
 def __getattr__(name: str):

@@ -7,6 +7,7 @@ import torch
 
 import nqf
 from nqf.experiments.common import min_loss
+from nqf.training import log_step_grid
 
 
 def commuting_dense(m=6, p=4, seed=0):
@@ -117,7 +118,7 @@ def test_predicted_ignition_time_is_the_exact_half_saturation_time():
 
 def test_measured_ignition_time_on_a_log_grid():
     r, c, eps = np.array([1.0, 0.1]), np.ones(2), 1e-8
-    t = 1e-2 * nqf.log_step_grid(100000, 400)
+    t = 1e-2 * log_step_grid(100000, 400)
     z = nqf.logistic_solution(r, c, np.full(2, eps), t)
     measured = nqf.ignition_times(t, z, saturation=r / c)
     exact = nqf.predicted_ignition_times(r, c, eps)

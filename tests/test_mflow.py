@@ -13,6 +13,7 @@ import torch
 
 import nqf
 from nqf.mflow import SecondMoment, mflow, svec, unsvec
+from nqf.recursions import sgd_moments
 
 
 def random_data(m, p, seed=0, scale=0.25):
@@ -133,7 +134,7 @@ def test_minibatch_sgd_on_mean_and_second_moment_is_exact():
     B = 0.1 * (lambda X: X + X.transpose(0, 2, 1))(rng.standard_normal((m, p, p)))
     W = 0.3 * rng.standard_normal((p, d))
     batches = [rng.choice(m, 5, replace=False) for _ in range(60)]
-    Ms, mus = nqf.sgd_moments(A, y, W @ W.T, W.sum(1), lr=eta, batches=batches, d=d, g=g, B=B,
+    Ms, mus = sgd_moments(A, y, W @ W.T, W.sum(1), lr=eta, batches=batches, d=d, g=g, B=B,
                               weight_decay=gamma)
     for step, b in enumerate(batches, start=1):
         mu = W.sum(1)

@@ -22,6 +22,7 @@ from nqf.effective import teacher_weights
 from nqf.experiments import nqf_approximation as na
 from nqf.experiments import run_config, stage_config
 from nqf.losses import loss_factor
+from nqf.recursions import sgd_moments
 from nqf.training import mse_per_replica
 
 F64 = torch.float64
@@ -93,7 +94,7 @@ def test_theorem2_recursion_reproduces_the_trained_nqf(name, optimizer):
     assert np.allclose(exact["time"].values, ds["time"].values)
     if optimizer == "gd":  # Theorem 2's mu update (v = 0 for ZGZ units: mu' = mu - eta H mu)
         k = y.shape[1]
-        Ms, mus = nqf.sgd_moments(form, (y - f0).numpy().reshape(-1), M[0], W0.sum(-1).numpy(),
+        Ms, mus = sgd_moments(form, (y - f0).numpy().reshape(-1), M[0], W0.sum(-1).numpy(),
                                   lr=lr * k, batches=[np.arange(form.m)] * 300, d=module.width)
         mu = torch.stack(record["mu"]).numpy()
         assert np.abs(mus[ds["step"].values] - mu).max() <= 1e-8 * np.abs(mu).max()

@@ -17,6 +17,7 @@ from nqf.closed_forms import (ScalarFlow, corollary4, corollary4_init, corollary
                               theorem5, theorem5_ignition_times, theorem7, theorem7_modes)
 from nqf.mflow import SecondMoment, mflow, unsvec
 from nqf.lotka_volterra import glv
+from nqf.ignition import mode_ignition_times
 from nqf.solutions import predict
 
 
@@ -247,7 +248,7 @@ def test_seed_scatter_of_gradient_descent_within_20_percent():
     steps = int(10 / lr)
     ds = nqf.train(nqf.QuadraticModel(form, W0, device="cpu"), y, lr=lr, steps=steps,
                    record_steps=np.arange(steps + 1))
-    t_star = nqf.mode_ignition_times(ds["time"].values, ds["M"].values, basis=np.eye(2),
+    t_star = mode_ignition_times(ds["time"].values, ds["M"].values, basis=np.eye(2),
                                      saturation=y)
     spread = t_star.std(axis=0, ddof=1)
     assert np.all(np.abs(spread / nqf.predicted_seed_scatter(r, d) - 1) < 0.2)
@@ -255,8 +256,8 @@ def test_seed_scatter_of_gradient_descent_within_20_percent():
     # two measurements coincide (for correlated W0 they differ by O(1/sqrt(d)): off-diagonals).
     ds = nqf.train(nqf.QuadraticModel(form, 1e-4 * np.eye(2)[None], device="cpu"), y, lr=lr,
                    steps=steps, record_steps=np.arange(steps + 1))
-    by_eig = nqf.mode_ignition_times(ds["time"].values, ds["M"].values[0], saturation=y)
-    by_basis = nqf.mode_ignition_times(ds["time"].values, ds["M"].values[0], basis=np.eye(2), saturation=y)
+    by_eig = mode_ignition_times(ds["time"].values, ds["M"].values[0], saturation=y)
+    by_basis = mode_ignition_times(ds["time"].values, ds["M"].values[0], basis=np.eye(2), saturation=y)
     assert np.allclose(by_eig, by_basis, rtol=1e-12)
 
 

@@ -15,6 +15,7 @@ from scipy.optimize import nnls
 
 import nqf
 from nqf.lotka_volterra import glv
+from nqf.staircase import staircase_from_init
 
 
 def suppression_example():
@@ -55,7 +56,7 @@ def test_diagonal_c_reproduces_theorems_6_and_8():
 
 def test_initial_profile_shifts_ignition_times():
     r, c = np.array([1.0, 0.5]), np.ones(2)
-    sc = nqf.staircase_from_init(r, c, [1e-8, 1e-4], 1e-8)
+    sc = staircase_from_init(r, c, [1e-8, 1e-4], 1e-8)
     assert np.allclose(sc.ignition_tau, [1.0, 1.0])  # x0 = (-1, -1/2): both reach 0 at tau = 1
 
 
@@ -134,7 +135,7 @@ def test_extreme_inputs_are_safe():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sc = nqf.staircase(r, C, x0, loss0=np.mean(y ** 2))
-        sc_eps = nqf.staircase_from_init(r, C, np.array([1e-30, 1e-30, 1e-30, 0.0, 1e-30]), 1e-30)
+        sc_eps = staircase_from_init(r, C, np.array([1e-30, 1e-30, 1e-30, 0.0, 1e-30]), 1e-30)
         x = sc.x(np.linspace(0, 10, 5))
     assert np.isinf(sc.ignition_tau[2]) and np.isinf(sc.ignition_tau[3])
     assert np.all(np.isneginf(x[:, 3])) and np.all(np.isfinite(x[:, [0, 1, 2, 4]]))

@@ -13,7 +13,7 @@ import torch
 
 import nqf
 from nqf.architectures import TwoLayerMLP
-from nqf.taylor import check_smooth
+from nqf.taylor import NotSmoothError, ZGZWarning, check_smooth
 
 F64 = torch.float64
 
@@ -69,9 +69,9 @@ def test_units_with_a_kink_are_refused_with_the_reason(name, order):
         unit, p = (lambda w, xx: torch.abs(w @ xx)[None] ** 3), 5
     else:
         unit, p = (lambda w, xx: torch.abs(w @ xx)[None]), 5
-    with pytest.raises(nqf.NotSmoothError, match=f"not C\\^3 at w = 0.*order {order}"):
+    with pytest.raises(NotSmoothError, match=f"not C\\^3 at w = 0.*order {order}"):
         nqf.structure_matrix(unit, x, p)
-    with pytest.raises(nqf.NotSmoothError):
+    with pytest.raises(NotSmoothError):
         nqf.expansion(unit, x, p)
 
 
@@ -90,9 +90,9 @@ def test_smooth_units_pass_the_smoothness_probe(act):
 def test_sigmoid_breaks_zgz_is_warned_and_g_is_returned():
     x = torch.randn(5, generator=rng(4), dtype=F64)
     mlp = TwoLayerMLP(D=5, n_outputs=2, activation_name="sigmoid")
-    with pytest.warns(nqf.ZGZWarning, match="g\\(x\\).*pure NQF"):
+    with pytest.warns(ZGZWarning, match="g\\(x\\).*pure NQF"):
         nqf.structure_matrix(mlp.unit, x, mlp.p)
-    with pytest.warns(nqf.ZGZWarning):
+    with pytest.warns(ZGZWarning):
         exp = nqf.expansion(mlp.unit, x, mlp.p)
     assert not exp.zgz_holds and any("ZGZ fails" in n for n in exp.notes)
     # grad_v of v * sigmoid(u.x) at 0 is sigmoid(0) e_c = e_c / 2; grad_u vanishes
@@ -123,7 +123,7 @@ def test_second_order_model_error_has_the_predicted_order(act, even, order):
     x = torch.randn(5, generator=rng(6), dtype=F64)
     mlp = TwoLayerMLP(D=5, n_outputs=1, activation_name=act)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", nqf.ZGZWarning)
+        warnings.simplefilter("ignore", ZGZWarning)
         exp = nqf.expansion(mlp.unit, x, mlp.p)
     assert exp.z2_symmetric is even and exp.error_order == order
     w = torch.randn(mlp.p, generator=rng(7), dtype=F64)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import nqf
-from nqf.training import mse_per_replica
+from nqf.training import log_step_grid, mse_per_replica
 
 
 def random_dense_form(m=9, p=4, seed=0):
@@ -53,7 +53,7 @@ def test_replicas_trained_together_equal_replicas_trained_alone(optimizer):
 
 
 def test_log_step_grid_and_time_coordinate():
-    grid = nqf.log_step_grid(25000, 500)
+    grid = log_step_grid(25000, 500)
     assert grid[0] == 0 and grid[-1] == 25000 and np.all(np.diff(grid) > 0)
     assert 450 <= grid.size <= 500
     form, y = random_dense_form()

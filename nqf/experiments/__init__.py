@@ -28,6 +28,8 @@ from types import ModuleType
 
 import numpy as np
 
+from nqf.experiments.contract import hook
+
 
 class Kinds(Mapping):
     """Kind name -> its module nqf.experiments.<kind>, imported on first look-up: a workflow job
@@ -101,7 +103,7 @@ READING_KEYS = ("loss",)
 
 def reading_keys(exp_cfg: dict) -> list[str]:
     """The reading keys an experiment's config holds."""
-    keys = list(READING_KEYS) + list(getattr(kind_of(exp_cfg), "READING_KEYS", ()))
+    keys = list(READING_KEYS) + list(hook(kind_of(exp_cfg), "READING_KEYS"))
     return [k for k in keys if k in exp_cfg]
 
 
@@ -122,8 +124,9 @@ def run_config(exp_cfg: dict, run: str) -> dict:
     block's run reads its own seeds only."""
     kind = kind_of(exp_cfg)
     base, block = split_run_id(exp_cfg, run)
-    if hasattr(kind, "run_config"):
-        cfg = {"kind": exp_cfg["kind"], **kind.run_config(exp_cfg, base)}
+    narrow = hook(kind, "run_config")
+    if narrow is not None:
+        cfg = {"kind": exp_cfg["kind"], **narrow(exp_cfg, base)}
     else:
         cfg = stage_config(exp_cfg, "train")
     if block is not None:
@@ -133,7 +136,8 @@ def run_config(exp_cfg: dict, run: str) -> dict:
 
 def has_own_structure(data) -> bool:
     """Whether the data file's kind computes its structure statistics itself."""
-    return hasattr(KINDS.get(data.attrs.get("experiment_kind", "")), "structure")
+    kind = data.attrs.get("experiment_kind", "")
+    return kind in KINDS and hook(KINDS[kind], "structure") is not None
 
 
 def structure_of(data):
@@ -157,7 +161,7 @@ def check_config(cfg: dict) -> None:
 
     for exp_id, exp in cfg["experiments"].items():
         kind = kind_of(exp)
-        for key, problem in (kind.check(exp) if hasattr(kind, "check") else []):
+        for key, problem in hook(kind, "check")(exp):
             raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
 
 
@@ -177,7 +181,7 @@ def seed_blocks(exp_cfg: dict) -> list[tuple[int, ...]] | None:
     n = exp_cfg.get("seeds_per_job", "all")
     if n == "all":
         return None
-    if not getattr(kind_of(exp_cfg), "SEED_BLOCKS", False):
+    if not hook(kind_of(exp_cfg), "SEED_BLOCKS"):
         raise ValueError(f"Experiments of kind {exp_cfg['kind']!r} train their seeds as one job; "
                          f"seeds_per_job applies to kinds {', '.join(seed_block_kinds())} only.")
     seeds = [int(s) for s in exp_cfg["seeds"]]
@@ -186,7 +190,7 @@ def seed_blocks(exp_cfg: dict) -> list[tuple[int, ...]] | None:
 
 def seed_block_kinds() -> list[str]:
     """The kinds whose runs can be split into seed blocks."""
-    return sorted(k for k, mod in KINDS.items() if getattr(mod, "SEED_BLOCKS", False))
+    return sorted(k for k, mod in KINDS.items() if hook(mod, "SEED_BLOCKS"))
 
 
 def block_run_id(base: str, block) -> str:

@@ -17,16 +17,11 @@ from nqf.training import TrainingDiverged
 def stable_lr_clause(data: xr.Dataset, cfg: dict) -> str:
     """' The structure statistics predict ... lr < X ...' for the experiment's data, or '' if the
     data have no shared-eigenbasis reduction to read it from (or it cannot be computed)."""
-    from nqf.experiments import kind_of
+    from nqf.experiments import structure_of
     from nqf.stability import stability_hint
 
     try:
-        kind = kind_of(cfg)
-        if hasattr(kind, "structure"):
-            ds = kind.structure(data)
-        else:
-            from nqf.experiments.common import form_from_dataset, structure_dataset
-            ds, _ = structure_dataset(form_from_dataset(data), data["y"].values)
+        ds = structure_of(data)
         if "C" not in ds or "z_final" not in ds or ds["C"].ndim != 2:
             return ""
         clause = stability_hint(ds["C"].values, ds["z_final"].values, str(cfg.get("optimizer", "gd")))

@@ -1,0 +1,131 @@
+"""The contract every experiment kind (a module ``nqf.experiments.<kind>``) fulfils, as code.
+
+The workflow calls a kind's stages positionally, each with the config keys its ``STAGE_KEYS``
+entry names (the rule's ``params``):
+
+    data     make_data(cfg) -> Dataset
+    train    train_run(data, cfg, run, device="auto") -> Dataset      (one per run id of runs(cfg))
+    theory   theory(structure, cfg) -> Dataset
+    fit      fit(structure, theory, runs, cfg) -> Dataset with the claims
+    figure   figure(theory, fit, runs, cfg, paths, *, font_size, dpi)
+
+Optional hooks (``OPTIONAL``) change what the generic code does when a kind defines them.
+:func:`problems` checks a module against all of this; the conformance test runs it over every
+registered kind, so a kind that lacks a stage, takes the wrong arguments or lists a stage key
+its schema does not define fails there, not in a workflow job.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
+
+STAGES = ("data", "train", "theory", "fit", "figure")
+
+# stage function -> (positional parameters it must accept, keyword-only parameters it must accept)
+SIGNATURES = {
+    "runs": (1, ()),
+    "make_data": (1, ()),
+    "train_run": (4, ()),
+    "theory": (2, ()),
+    "fit": (4, ()),
+    "figure": (5, ("font_size", "dpi")),
+}
+
+# optional member -> what it does (and, for functions, its positional arity)
+OPTIONAL = {
+    "structure": "structure(data) -> Dataset with r and C, instead of the generic reduction (data too large to densify)",
+    "run_config": "run_config(cfg, run) -> the config of one run (default: cfg)",
+    "check": "check(cfg) -> [(key, problem)]: cross-key rules the schema cannot express, refused before any job",
+    "READING_KEYS": "config keys (beyond loss) that define a reading of the paper (summary column `reading`)",
+    "SEED_BLOCKS": "True when seeds may be trained in blocks (seeds_per_job)",
+}
+OPTIONAL_ARITY = {"structure": 1, "run_config": 2, "check": 1}
+# what the generic code does where a kind leaves an optional member out (None: the generic stage)
+DEFAULTS = {"structure": None, "run_config": None, "check": lambda cfg: [], "READING_KEYS": (), "SEED_BLOCKS": False}
+
+
+def hook(module: ModuleType, name: str):
+    """The kind's optional member ``name`` (one of ``OPTIONAL``), or its default."""
+    if name not in OPTIONAL:
+        raise KeyError(f"{name!r} is not an optional member of an experiment kind; known: {sorted(OPTIONAL)}")
+    return getattr(module, name, DEFAULTS[name])
+
+
+@runtime_checkable
+class ExperimentKind(Protocol):
+    """The members every kind module defines (see the module docstring for the calling order)."""
+
+    KIND: str
+    STAGE_KEYS: Mapping[str, tuple[str, ...]]
+
+    def runs(self, cfg: dict) -> list[str]: ...
+
+    def make_data(self, cfg: dict) -> Any: ...
+
+    def train_run(self, data: Any, cfg: dict, run: str, device: str = "auto") -> Any: ...
+
+    def theory(self, structure: Any, cfg: dict) -> Any: ...
+
+    def fit(self, structure: Any, theory: Any, runs: dict, cfg: dict) -> Any: ...
+
+    def figure(self, theory: Any, fit: Any, runs: dict, cfg: dict, paths: Any, *, font_size: float,
+               dpi: int) -> None: ...
+
+
+def _accepts(fn, positional: int, keywords=()) -> str | None:
+    """None when ``fn`` can be called with ``positional`` positional arguments and ``keywords``."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return "is not an inspectable function"
+    params = list(sig.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        n_max = positional
+    else:
+        n_max = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    n_min = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+    if not n_min <= positional <= n_max:
+        return f"takes {n_min}-{n_max} positional arguments, the workflow passes {positional}"
+    names = {p.name for p in params}
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    missing = [k for k in keywords if k not in names and not var_kw]
+    return f"lacks the keyword argument(s) {', '.join(missing)}" if missing else None
+
+
+def problems(module: ModuleType, schema_keys: set[str] | None = None) -> list[str]:
+    """Every way ``module`` breaks the contract, one sentence each (empty when it conforms).
+
+    ``schema_keys``: the config keys the kind's schema defines; when given, every key in
+    ``STAGE_KEYS`` must be one of them (a stage cannot be handed a key that no config can set).
+    """
+    name = getattr(module, "__name__", repr(module))
+    out = []
+    if not isinstance(getattr(module, "KIND", None), str):
+        out.append(f"{name} defines no KIND string")
+    stage_keys = getattr(module, "STAGE_KEYS", None)
+    if not isinstance(stage_keys, Mapping):
+        out.append(f"{name} defines no STAGE_KEYS mapping")
+    else:
+        if set(stage_keys) != set(STAGES):
+            out.append(f"{name}.STAGE_KEYS has stages {sorted(stage_keys)}; expected {list(STAGES)}")
+        for stage, keys in stage_keys.items():
+            if not isinstance(keys, tuple) or not all(isinstance(k, str) for k in keys):
+                out.append(f"{name}.STAGE_KEYS[{stage!r}] is not a tuple of key names")
+            elif schema_keys is not None and set(keys) - schema_keys:
+                out.append(f"{name}.STAGE_KEYS[{stage!r}] names keys its schema does not define: "
+                           f"{sorted(set(keys) - schema_keys)}")
+    for fn_name, (n_pos, keywords) in SIGNATURES.items():
+        fn = getattr(module, fn_name, None)
+        if not callable(fn):
+            out.append(f"{name} lacks the stage function {fn_name}")
+        elif (why := _accepts(fn, n_pos, keywords)) is not None:
+            out.append(f"{name}.{fn_name} {why}")
+    for hook, n_pos in OPTIONAL_ARITY.items():
+        fn = getattr(module, hook, None)
+        if fn is not None and (not callable(fn) or (why := _accepts(fn, n_pos)) is not None):
+            out.append(f"{name}.{hook} (optional hook) " + ("is not callable" if not callable(fn) else why))
+    if not isinstance(getattr(module, "SEED_BLOCKS", False), bool):
+        out.append(f"{name}.SEED_BLOCKS must be True or False")
+    return out

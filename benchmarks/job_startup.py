@@ -1,0 +1,73 @@
+"""What a workflow job pays before it computes anything: a fresh interpreter importing what the
+stage's script imports, for every kind (the default run starts ~150 such jobs).
+
+Each job is timed as `python -c "<the stage's imports>"` in a fresh process, best of 3 (the disk
+cache warm), and the top-level packages it loaded are listed (torch, matplotlib). Run it on two
+checkouts to compare:
+
+    python benchmarks/job_startup.py                 # this checkout
+    python benchmarks/job_startup.py --repo OTHER    # another checkout (PYTHONPATH=OTHER)
+
+Writes benchmarks/results/job_startup.txt (this checkout only).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+KINDS = ("featurewise", "samplewise", "competition", "collapse", "init_scaling", "nqf_approximation",
+         "featurewise_powerlaw", "samplewise_powerlaw", "fourier_powerlaw", "teacher_student", "real_data", "deep")
+
+COMMON = "import nqf, nqf.experiments, nqf.netcdf\nfrom nqf.experiments import kind_of\n"
+STAGES = {
+    # the imports of workflow/scripts/<stage>.py, then the kind's module as the stage touches it
+    "theory": COMMON + "m = kind_of({{'kind': '{kind}'}}); m.theory\n",
+    "fit": COMMON + "import nqf.experiments.divergence\nm = kind_of({{'kind': '{kind}'}}); m.fit\n",
+    "figure": COMMON + "import nqf.plotting\nm = kind_of({{'kind': '{kind}'}}); m.figure\n",
+    "train": COMMON + "import nqf.training, nqf.quadratic\nm = kind_of({{'kind': '{kind}'}}); m.train_run\n",
+}
+REPORT = "import sys; print(' '.join(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'matplotlib'})))"
+
+
+def time_job(code: str, repo: Path, repeat: int = 3) -> tuple[float, str]:
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    best, loaded = float("inf"), ""
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", code + REPORT], env=env, cwd=repo, capture_output=True,
+                             text=True, check=True)
+        best = min(best, time.perf_counter() - t0)
+        loaded = out.stdout.split("\n")[-2] if out.stdout.strip() else ""
+    return best, loaded
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1])
+    args = parser.parse_args()
+    repo = args.repo.resolve()
+    bare, _ = time_job("pass\n", repo)
+    lines = [f"python {sys.version.split()[0]}; checkout {repo}; best of 3 fresh processes per job",
+             f"bare interpreter: {bare:.2f} s"]
+    totals = {}
+    for stage, template in STAGES.items():
+        times = []
+        for kind in KINDS:
+            t, loaded = time_job(template.format(kind=kind), repo)
+            times.append(t)
+            lines.append(f"{stage:7s} {kind:22s} {t:5.2f} s  loads: {loaded or '-'}")
+        totals[stage] = sum(times) / len(times)
+    lines.append("mean per job: " + ", ".join(f"{s} {v:.2f} s" for s, v in totals.items()))
+    text = "\n".join(lines)
+    print(text)
+    if args.repo.resolve() == Path(__file__).resolve().parents[1]:
+        out = Path(__file__).resolve().parent / "results" / "job_startup.txt"
+        out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -104,6 +104,13 @@ def figure_sections(experiments: list[Experiment]) -> list[dict]:
     return sections
 
 
+def _subject(quantity: str) -> str:
+    """What a row is about, to head its note: the part before the first colon ("mlp" of
+    "mlp: train losses agree ..."), else the quantity itself (shortened)."""
+    head = quantity.split(":", 1)[0].strip()
+    return f"**{head if ':' in quantity else _first_sentence(quantity, 80)}**"
+
+
 def _miss_text(r) -> str:
     crit = f"tolerance {_num(r['tolerance'])}" if math.isfinite(r["tolerance"]) else "bound"
     return f"{r['quantity']}: measured {_num(r['measured'])} vs {_num(r['predicted'])} ({crit})"
@@ -143,8 +150,14 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
         partial = [rd for rd in sec["readings"] if rd["paper"] and rd["verdict"] != "holds"]
         held = ", ".join(f"`{e}`" for e in full)
         missed = ", ".join("`" + rd["experiment"].exp_id + "`" for rd in partial)
+        # a reading that ran fewer of the figure's rows (e.g. fewer architectures) says so
+        checked = {r["quantity"] for rd in sec["readings"] for r in rd["paper"]}
+        narrower = "".join(
+            f" (`{rd['experiment'].exp_id}` checks {len(rd['paper'])} of the {len(checked)} paper rows "
+            f"checked under some reading)" for rd in sec["readings"]
+            if rd["experiment"].exp_id in full and {r["quantity"] for r in rd["paper"]} < checked)
         if full:
-            lines.append(f"**Verdict: every paper row holds under {held}**"
+            lines.append(f"**Verdict: every paper row holds under {held}**{narrower}"
                          + (f"; under {missed} some miss (table)." if partial else "."))
         elif partial:
             counts = "; ".join("`" + rd["experiment"].exp_id + "`: " + f"{sum(r['passed'] for r in rd['paper'])} of "
@@ -152,11 +165,13 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
             lines.append(f"**Verdict: no reading run here makes every paper row hold**; {counts}.")
         lines.append("")
         for rd in sec["readings"]:
-            notes = []
+            notes, seen = [], set()
             for r in [r for r in rd["paper"] if not r["passed"]] + [r for r in rd["paper"] if r["passed"]]:
-                text = _first_sentence(r["note"], 420)
-                if text and text not in notes:
-                    notes.append(text)
+                # one note per subject (the first is a miss where there is one) and per text
+                text, subject = _first_sentence(r["note"], 420), _subject(r["quantity"])
+                if text and text not in seen and subject not in seen:
+                    seen.update((text, subject))
+                    notes.append(f"{subject}: {text}")
             misses = sum(not r["passed"] for r in rd["paper"])
             shown = notes[:max(notes_per_reading, misses)]
             if shown:

@@ -14,16 +14,6 @@ from nqf.scaling import count_drops, count_resolved
 from nqf.training import log_step_grid
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The GD products here have a handful of rows: one thread is faster, and two oversubscribe a
-    busy 2-core machine (see nqf.experiments.powerlaw.train_loss_only)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def config(m=None, **over):
     """A validated config; ``m`` may go below the schema's minimum of 20 for unit tests of the
     data and dynamics (the schema keeps workflow runs at sizes a power law needs)."""

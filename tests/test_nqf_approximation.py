@@ -35,15 +35,6 @@ SMALL = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These tensors are tiny: extra BLAS threads only add overhead (10x on a loaded 2-core box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def problem(name, m=40, seed=0):
     """A small module, unit-norm inputs and targets of a rank-2 NQF teacher (with f(0))."""
     module = ARCHITECTURES[name].build(**SMALL[name])

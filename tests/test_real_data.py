@@ -24,14 +24,6 @@ from nqf.experiments import run_config, stage_config
 ARCHS = ["mlp", "cnn", "qk_self_attention"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_digits_loader_shape_balance_split():
     task = load_digit_task("digits8x8", n_train=1200, n_test=597, seed=0)
     assert task.x_train.shape == (1200, 8, 8) and task.x_test.shape == (597, 8, 8)

@@ -1,7 +1,6 @@
 """Theorems 10-11: the sample-wise power law L ~ t^-(2 gamma1 - 1)/gamma2 on orthogonal samples."""
 import numpy as np
 import pytest
-import torch
 
 import nqf
 from nqf.closed_forms import theorem5, theorem5_ignition_times
@@ -9,16 +8,6 @@ from nqf.config import validate_config
 from nqf.experiments import samplewise, samplewise_powerlaw as S
 from nqf.losses import loss_factor
 from nqf.lotka_volterra import LotkaVolterra
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The GD products here have a handful of rows: one thread is faster, and two oversubscribe a
-    busy 2-core machine (see nqf.experiments.powerlaw.train_loss_only)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def config(m=None, **over):

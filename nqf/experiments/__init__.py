@@ -28,7 +28,7 @@ from types import ModuleType
 
 import numpy as np
 
-from nqf.experiments.contract import hook
+from nqf.experiments.contract import STAGES, hook
 
 
 class Kinds(Mapping):
@@ -69,9 +69,6 @@ def __getattr__(name: str):
     if name in KINDS:
         return KINDS[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-STAGES = ("data", "train", "theory", "fit", "figure")
 
 
 def kind_of(exp_cfg: dict) -> ModuleType:

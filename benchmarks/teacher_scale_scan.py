@@ -27,7 +27,7 @@ for std in STDS:
                                                  "seeds": [0, 1, 2], "steps": {"mlp": STEPS, "qk_head": STEPS}}}})
     cfg = exp["experiments"]["x"]
     data = ts.make_data(cfg)
-    theory = ts.theory(ts.structure(data), cfg)
+    theory = ts.theory(ts.structure(data, cfg), cfg)
     for arch in cfg["architectures"]:
         t0 = time.perf_counter()
         run = ts.train_run(data, cfg, arch, "cpu")

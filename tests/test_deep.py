@@ -152,7 +152,7 @@ def sum_convention_run():
     cfg = deep_config(loss="sum", lr={"mlp": {"gd": 0.05 / 200}}, steps={"mlp": {"gd": 600}})
     data = K.make_data(stage_config(cfg, "data"))
     runs = {r: K.train_run(data, run_config(cfg, r), r, device="cpu") for r in K.runs(cfg)}
-    structure = structure_of(data)
+    structure = structure_of(data, stage_config(cfg, "structure"))
     theory = K.theory(structure, stage_config(cfg, "theory"))
     return cfg, structure, theory, runs
 

@@ -25,8 +25,9 @@ def config(m=None, **over):
 
 @pytest.mark.parametrize("m, alpha1, alpha2", [(40, 2.0, 0.8), (25, 1.5, 1.3)])
 def test_data_give_exactly_the_designed_r_C_V(m, alpha1, alpha2):
-    data = F.make_data(config(m=m, alpha1=alpha1, alpha2=alpha2))
-    st = F.structure(data)
+    cfg = config(m=m, alpha1=alpha1, alpha2=alpha2)
+    data = F.make_data(cfg)
+    st = F.structure(data, cfg)
     k = np.arange(1, m + 1.0)
     r, V = k ** -alpha2, k ** -alpha1
     assert np.allclose(st["r"].values, r, rtol=1e-12, atol=0)
@@ -67,7 +68,7 @@ def test_gd_follows_theorem6_within_the_first_order_bound(lr):
     m, eps = 20, 1e-6
     cfg = config(m=m, eps=eps, lr=lr)
     data = F.make_data(cfg)
-    st = F.structure(data)
+    st = F.structure(data, cfg)
     r, C = st["r"].values, st["C_diag"].values
     z0 = F.init_profile(m, eps, cfg["beta0"])
     model = nqf.QuadraticModel(F.form_of(data), F.deterministic_init(z0), device="cpu")
@@ -106,7 +107,7 @@ def test_loss_convention_changes_only_the_clock(loss):
     assert F.flow_step(got) == pytest.approx(lr, rel=1e-12)
     for name, value in (("steps", 600), ("n_record", 60), ("crossover_eps", [1e-2, 1e-4, 1e-6]), ("n_boot", 0)):
         cfg[name] = ref_cfg[name] = value
-    th = F.theory(F.structure(data), cfg)
+    th = F.theory(F.structure(data, cfg), cfg)
     np.testing.assert_allclose(th["time"].values, ref["time"].values, rtol=1e-12, atol=0)
 
 
@@ -117,7 +118,7 @@ def small_experiment():
     cfg = config(m=300, steps=4800, n_record=300, seeds=6, width=16, n_boot=400, loss="half_sum",
                  lr=0.1 / 150, crossover_eps=[1e-2, 1e-5, 1e-9, 1e-14, 1e-20])
     data = F.make_data(cfg)
-    st = F.structure(data)
+    st = F.structure(data, cfg)
     th = F.theory(st, cfg)
     runs = {run: F.train_run(data, F.run_config(cfg, run), run, device="cpu") for run in F.runs(cfg)}
     return cfg, st, th, runs, F.fit(st, th, runs, cfg)
@@ -186,7 +187,7 @@ def test_a_wrong_theory_fails_its_budget(small_experiment):
     fails: the asymptotic rows cannot be sharper than the finite-size deviation.)"""
     cfg, st, _, runs, _ = small_experiment
     wrong_cfg = dict(cfg, alpha2=0.65)
-    wrong_th = F.theory(F.structure(F.make_data(wrong_cfg)), wrong_cfg)
+    wrong_th = F.theory(F.structure(F.make_data(wrong_cfg), wrong_cfg), wrong_cfg)
     rows = claims(F.fit(st, wrong_th, runs, cfg))
     for name in ("exact theory curve (same window)", "finite-eps corrected", "asymptotic (alpha1-1)/alpha2"):
         assert not rows[f"GD excess loss exponent vs {name}"][0], name
@@ -198,7 +199,7 @@ def test_crossover_count_grows_linearly_with_ln_inv_eps():
     (the gap between consecutive ignitions is alpha2 ln(8/eps) k^(alpha2-1) to first order in
     1/k, their mean width ln 81 k^alpha2)."""
     cfg = config(m=300)
-    st = F.structure(F.make_data(cfg))
+    st = F.structure(F.make_data(cfg), cfg)
     r, C, V = st["r"].values, st["C_diag"].values, st["V"].values
     t = 0.1 * log_step_grid(8000, 400)
     eps_list = [1e-2, 1e-6, 1e-12, 1e-20, 1e-30]

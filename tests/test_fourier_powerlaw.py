@@ -26,7 +26,7 @@ def test_designed_rates_match_the_grid_and_the_fourier_mlp_reduction(theta):
     P, M = 8, 32
     cfg = config(P=P, M=M, thetas=[theta])
     data = fp.make_data(cfg)
-    st = fp.structure(data)
+    st = fp.structure(data, cfg)
     k = np.arange(1, P + 1)
     r_an, C_an = 4 * k ** -1.5 * k ** -theta / math.sqrt(P), 2 * k ** (-2 * theta) / P
     assert np.allclose(st["r"].values[0], r_an, rtol=1e-12, atol=0)
@@ -113,7 +113,7 @@ def test_nqf_gd_follows_theorem6_with_first_order_error():
     """
     cfg = config(P=8, M=32, thetas=[0.0], eps=1e-2, seeds=[0, 1], n_record=300)
     data = fp.make_data(cfg)
-    st = fp.structure(data)
+    st = fp.structure(data, cfg)
     r, C = st["r"].values[0], np.diagonal(st["C"].values[0])
     a0, W0 = fp.init_draws([0, 1], 8, 1e-2)
     zp0 = (a0 + W0) ** 2 / 2
@@ -138,7 +138,7 @@ def test_gd_exponent_matches_the_exact_flow_curve():
     remainder) is the tolerance."""
     cfg = config(thetas=[0.0], seeds=[0, 1, 2], steps=1300, n_record=300, loss="half_sum")
     data = fp.make_data(cfg)
-    st = fp.structure(data)
+    st = fp.structure(data, cfg)
     th = fp.theory(st, cfg)
     run = fp.train_run(data, cfg, "nqf", device="cpu")
     lo, hi = float(th["t_lo"][0]), float(th["t_hi"][0])
@@ -154,7 +154,7 @@ def test_power_law_window_and_predictions():
     """The windows come from nqf.scaling: V_k = b_k^2 gives alpha1 = 2 beta exactly and
     zeta_k ~ k^-(theta + beta) gives alpha2 = theta + beta exactly (pure power laws in k)."""
     cfg = config(seeds=[0], loss="half_sum")
-    th = fp.theory(fp.structure(fp.make_data(cfg)), cfg)
+    th = fp.theory(fp.structure(fp.make_data(cfg), cfg), cfg)
     assert np.allclose(th["alpha1"].values, 3.0, rtol=1e-10)
     assert np.allclose(th["alpha2"].values, [1.5, 2.0, 2.5], rtol=1e-10)
     assert np.allclose(th["exponent_asymptotic"].values, [4 / 3, 1.0, 0.8], rtol=1e-10)
@@ -164,7 +164,7 @@ def test_power_law_window_and_predictions():
     assert float(th.attrs["flow_lr"]) == pytest.approx(0.02 * 128, rel=1e-12)
     assert np.all(th["t_hi"].values <= th["horizon"].values)
     assert np.allclose(th["t_hi"].values, th["t_hi_full"].values, rtol=1e-9)  # grid vs analytic rates
-    mean = fp.theory(fp.structure(fp.make_data(config(seeds=[0]))), config(seeds=[0]))
+    mean = fp.theory(fp.structure(fp.make_data(config(seeds=[0])), config(seeds=[0])), config(seeds=[0]))
     assert np.allclose(mean["horizon"].values, 600.0) and np.all(mean["t_hi_full"].values > 600.0)
 
 
@@ -174,7 +174,7 @@ def test_raw_mlp_is_flagged_not_a_power_law():
     cfg = config(thetas=[0.0], raw_width=16, raw_seeds=[0], raw_steps=28000, n_record=300, seeds=[0, 1, 2, 3, 4, 5],
                  loss="half_sum")
     data = fp.make_data(cfg)
-    th = fp.theory(fp.structure(data), cfg)
+    th = fp.theory(fp.structure(data, cfg), cfg)
     win = (float(th["t_lo"][0]), float(th["t_hi"][0]))
     raw = fp.train_run(data, cfg, "raw_mlp", device="cpu")
     ok, stats = power_law_test(raw["time"].values, raw["loss"].values, win)
@@ -220,7 +220,7 @@ def test_a_reading_that_stops_short_of_the_window_says_so():
     horizon row misses (the window's end lies beyond) and the window rows carry the cut."""
     cfg = config(P=16, M=64, thetas=[0.0], seeds=[0, 1], steps=3000, raw_steps=200, n_record=100)
     data = fp.make_data(cfg)
-    st = fp.structure(data)
+    st = fp.structure(data, cfg)
     th = fp.theory(st, cfg)
     runs = {r: fp.train_run(data, cfg, r, device="cpu") for r in fp.runs(cfg)}
     fit = fp.fit(st, th, runs, cfg)

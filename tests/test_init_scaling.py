@@ -103,7 +103,7 @@ def pipeline(cfg, structure_edit=None):
     """make_data -> structure -> theory -> train (one run per architecture) -> fit;
     ``structure_edit`` tampers with the structure the theory and fit see."""
     data = init_scaling.make_data(cfg)
-    structure = init_scaling.structure(data)
+    structure = init_scaling.structure(data, cfg)
     runs = {a: init_scaling.train_run(data, init_scaling.run_config(cfg, a), a, device="cpu")
             for a in cfg["architectures"]}
     if structure_edit is not None:
@@ -206,7 +206,7 @@ def test_loss_conventions_run_on_the_eq26_clock(convention):
     cfg = config(lr=0.04, **small)
     data = init_scaling.make_data(cfg)
     ref = init_scaling.train_run(data, init_scaling.run_config(cfg, "diagonal_net"), "diagonal_net", device="cpu")
-    c = loss_factor(convention, int(init_scaling.structure(data)["m"].values[0]))
+    c = loss_factor(convention, int(init_scaling.structure(data, cfg)["m"].values[0]))
     _, _, runs, fit = pipeline(config(lr=0.04 / c, loss=convention, **small))
     run = runs["diagonal_net"]
     assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)

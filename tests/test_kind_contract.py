@@ -55,3 +55,65 @@ def test_the_fake_kind_conforms():
 def test_a_broken_kind_is_named(changes, message):
     found = problems(_fake_kind(**changes), {"seeds"})
     assert any(message in p for p in found), found
+
+
+# -- every stage reads only the keys it is handed ---------------------------------------------
+# The experiments of config/test.yaml (one per kind at the workflow test's sizes), plus a small
+# Fourier experiment (that kind is not in the workflow test). Each stage runs on exactly the
+# config its rule would get (stage_config / run_config, a StageConfig): reading any other key,
+# even with .get(key, default), raises StageKeyError here.
+def _small_experiments() -> dict:
+    import yaml
+    from pathlib import Path
+
+    from nqf.config import validate_config
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "test.yaml").read_text())
+    raw["experiments"]["fourier_small"] = {"kind": "fourier_powerlaw", "P": 8, "M": 32, "thetas": [0.0],
+                                           "seeds": [0], "steps": 1500, "loss": "half_sum", "n_record": 50, "raw_width": 4,
+                                           "raw_seeds": [0], "raw_steps": 50}
+    return validate_config(raw)["experiments"]
+
+
+SMALL = _small_experiments()
+
+
+def test_the_small_experiments_cover_every_kind():
+    assert {exp["kind"] for exp in SMALL.values()} == set(KINDS)
+
+
+@pytest.mark.parametrize("exp_id", sorted(SMALL))
+def test_every_stage_reads_only_its_params(exp_id, tmp_path):
+    from nqf import experiments as E
+
+    exp = SMALL[exp_id]
+    kind = E.kind_of(exp)
+    data = kind.make_data(E.stage_config(exp, "data"))
+    structure = E.structure_of(data, E.stage_config(exp, "structure"))
+    runs = {}
+    for run in E.run_ids(exp):
+        base, block = E.split_run_id(exp, run)
+        runs[run] = kind.train_run(data, E.run_config(exp, run), base, device="cpu")
+        if block is not None:  # as the train rule marks a seed block's file
+            runs[run].attrs.update(run=run, seed_block_of=base)
+    runs = E.merge_seed_blocks(runs)
+    theory = kind.theory(structure, E.stage_config(exp, "theory"))
+    fit = kind.fit(structure, theory, runs, E.stage_config(exp, "fit"))
+    assert fit.sizes.get("claim", 0) > 0, "the fit checked no claim"
+    kind.figure(theory, fit, runs, E.stage_config(exp, "figure"), [tmp_path / f"{exp_id}.png"],
+                font_size=8, dpi=50)
+    assert (tmp_path / f"{exp_id}.png").stat().st_size > 0
+
+
+def test_a_stage_reading_a_key_outside_its_params_is_named():
+    from nqf.experiments.contract import StageConfig, StageKeyError
+
+    cfg = StageConfig({"kind": "featurewise", "eps": 1e-3}, "theory")
+    assert cfg["eps"] == 1e-3 and cfg.get("eps", 0) == 1e-3 and "lr" not in cfg
+    for read in (lambda: cfg["lr"], lambda: cfg.get("lr", 0.1)):
+        with pytest.raises(StageKeyError, match=r"stage 'theory' of kind 'featurewise' reads config key 'lr'.*STAGE_KEYS\['theory'\]"):
+            read()
+    import pickle
+    back = pickle.loads(pickle.dumps(cfg))
+    assert isinstance(back, StageConfig) and back == cfg and back.stage == "theory"
+    assert repr(back) == repr(dict(cfg))  # snakemake compares params by repr: no spurious reruns

@@ -215,7 +215,7 @@ def test_small_mlp_tracks_its_nqf_at_small_init_and_departs_at_large_init():
     cfg = tiny_config(loss="half_mean", lr={"mlp": {"gd": 2.0, "momentum": 0.2, "adam": 0.002}})
     assert na.runs(cfg) == ["mlp_gd", "mlp_momentum", "mlp_adam"]
     data = na.make_data(stage_config(cfg, "data"))
-    structure = na.structure(data)
+    structure = na.structure(data, stage_config(cfg, "structure"))
     theory = na.theory(structure, stage_config(cfg, "theory"))
     # decoupled teacher modes: the projected GLV ends at z_a = |w*_a|^2 = 2 s_a (phi'(0) = 1)
     assert np.allclose(theory["z_end"].sel(arch="mlp"), 2 * np.asarray(cfg["singular_values"]), rtol=1e-10)
@@ -256,7 +256,7 @@ def test_a_wrong_structure_matrix_fails_the_budget(monkeypatch):
 
     cfg = tiny_config(optimizers=["gd"])
     data = na.make_data(stage_config(cfg, "data"))
-    structure = na.structure(data)
+    structure = na.structure(data, stage_config(cfg, "structure"))
     theory = na.theory(structure, stage_config(cfg, "theory"))
     monkeypatch.setattr(na, "build_module", wrong_build)
     runs = {r: na.train_run(data, run_config(cfg, r), r, device="cpu") for r in na.runs(cfg)}

@@ -22,8 +22,9 @@ def config(m=None, **over):
 @pytest.mark.parametrize("m, gamma1, gamma2, zeta1, entries", [
     (30, 1.0, 0.75, 1.0, [1.0, 1.5]), (12, 0.8, 1.2, 0.5, [2.0, 0.5, 1.0])])
 def test_data_give_exactly_the_designed_zeta_y_V_r_C(m, gamma1, gamma2, zeta1, entries):
-    data = S.make_data(config(m=m, gamma1=gamma1, gamma2=gamma2, zeta1=zeta1, entries=entries))
-    st = S.structure(data)
+    cfg = config(m=m, gamma1=gamma1, gamma2=gamma2, zeta1=zeta1, entries=entries)
+    data = S.make_data(cfg)
+    st = S.structure(data, cfg)
     mu = np.arange(1, m + 1.0)
     y = mu ** -gamma1
     assert np.allclose(st["y"].values, y, rtol=1e-12, atol=0)
@@ -49,7 +50,7 @@ def test_gd_ignition_times_follow_eq36_with_first_order_error():
     m, eps = 6, 1e-6
     cfg = config(m=m, eps=eps)
     data = S.make_data(cfg)
-    st = S.structure(data)
+    st = S.structure(data, cfg)
     lam = S.dense_diagonals(st["lam"].values)
     y, zeta = st["y"].values, st["zeta"].values
     z0 = S.init_profile(m, 2, eps, cfg["beta0"])
@@ -71,7 +72,7 @@ def test_eq36_loss_is_self_similar_under_the_matched_profile():
     """beta0 = 2 gamma1 - gamma2 gives every sample the same flow in the time zeta_mu t, so the
     exact half-saturation times are t*_1 zeta_1 / zeta_mu to rounding."""
     cfg = config(m=40)
-    st = S.structure(S.make_data(cfg))
+    st = S.structure(S.make_data(cfg), cfg)
     lam = S.dense_diagonals(st["lam"].values)
     z0 = S.init_profile(40, 2, cfg["eps"], cfg["beta0"])
     t_half = theorem5_ignition_times(lam, st["y"].values, z0)
@@ -99,7 +100,7 @@ def test_loss_convention_changes_only_the_clock(loss):
     np.testing.assert_allclose(got["time"].values, ref["time"].values, rtol=1e-12, atol=0)
     np.testing.assert_allclose(got["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
     assert got.attrs["loss_factor"] == c
-    th = S.theory(S.structure(data), cfg)
+    th = S.theory(S.structure(data, cfg), cfg)
     np.testing.assert_allclose(th["time"].values, ref["time"].values, rtol=1e-12, atol=0)
 
 
@@ -109,7 +110,7 @@ def small_experiment():
     sum convention with lr 0.1 / m: the Eq. 26 flow step is 0.1, as at the default."""
     cfg = config(m=300, steps=4300, n_record=300, seeds=6, width=16, n_boot=400, loss="sum", lr=0.1 / 300)
     data = S.make_data(cfg)
-    st = S.structure(data)
+    st = S.structure(data, cfg)
     th = S.theory(st, cfg)
     runs = {"seeds": S.train_run(data, cfg, "seeds", device="cpu")}
     return cfg, th, S.fit(st, th, runs, cfg), st, runs
@@ -151,7 +152,7 @@ def test_a_wrong_theory_fails_its_budget(small_experiment):
     corrected ones add the finite-size deviation (~4 %), and the prediction is ~20 % off."""
     cfg, _, _, st, runs = small_experiment
     wrong_cfg = dict(cfg, gamma2=0.6)
-    wrong_th = S.theory(S.structure(S.make_data(wrong_cfg)), wrong_cfg)
+    wrong_th = S.theory(S.structure(S.make_data(wrong_cfg), wrong_cfg), wrong_cfg)
     fit = S.fit(st, wrong_th, runs, cfg)
     rows = dict(zip(map(str, fit["claim_quantity"].values), fit["claim_passed"].values))
     for name in ("exact theory curve (same window)", "finite-eps corrected", "asymptotic (2 gamma1 - 1)/gamma2"):

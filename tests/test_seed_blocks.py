@@ -85,7 +85,7 @@ def test_blocks_join_to_the_batched_run(kind, tmp_path):
                 np.testing.assert_allclose(got[name].values, values, rtol=rtol, atol=rtol * scale,
                                            err_msg=f"{kind} {run} {name} (blocks of {n})")
     # the fit stage sees the same numbers through the joined runs
-    structure = E.structure_of(data)
+    structure = E.structure_of(data, E.stage_config(exp, "structure"))
     theory = kind_mod.theory(structure, exp)
     f_batched = kind_mod.fit(structure, theory, batched, exp)
     f_joined = kind_mod.fit(structure, theory, joined, exp)

@@ -24,7 +24,7 @@ def pipeline():
     torch.manual_seed(0)
     cfg = _cfg()
     data = ts.make_data(cfg)
-    st = ts.structure(data)
+    st = ts.structure(data, cfg)
     th = ts.theory(st, cfg)
     runs = {a: ts.train_run(data, cfg, a, "cpu") for a in cfg["architectures"]}
     return cfg, data, st, th, runs, ts.fit(st, th, runs, cfg)
@@ -137,7 +137,7 @@ def test_loss_convention_is_a_clock():
         assert np.allclose(other["probe_loss_module"], ref["probe_loss_module"], rtol=1e-10)
         assert np.allclose(other["probe_loss_nqf"], ref["probe_loss_nqf"], rtol=1e-10)
         assert np.allclose(other["time"], ref["time"], rtol=1e-12)
-    st = ts.structure(data)
+    st = ts.structure(data, cfg)
     base = ts.theory(st, cfg)["ignition_step"].values
     half = ts.theory(st, _cfg(loss="half_mean"))["ignition_step"].values
     assert np.allclose(half, 2 * base, rtol=1e-12)

@@ -6,8 +6,10 @@
     theory(structure, cfg) -> Dataset, fit(structure, theory, runs, cfg) -> Dataset with claims,
     figure(theory, fit, runs, cfg, paths, font_size=, dpi=)
 
-A kind whose data matrices are too large to densify defines ``structure(data) -> Dataset`` (with
-``r`` and ``C``), which the structure stage then calls instead of the generic reduction.
+A kind whose data matrices are too large to densify defines ``structure(data, cfg) -> Dataset``
+(with ``r`` and ``C``), which the structure stage then calls instead of the generic reduction.
+Every stage gets its config through ``cfg`` (a :class:`~nqf.experiments.contract.StageConfig`
+holding its STAGE_KEYS); a data file's attributes are provenance, never config to parse back.
 
 Seed blocks: a kind that sets ``SEED_BLOCKS = True`` trains a list of seeds as replicas whose
 results depend on the seed alone (not on the other seeds in the batch) and records them along a
@@ -28,7 +30,7 @@ from types import ModuleType
 
 import numpy as np
 
-from nqf.experiments.contract import STAGES, hook
+from nqf.experiments.contract import STAGES, StageConfig, hook
 
 
 class Kinds(Mapping):
@@ -83,13 +85,13 @@ def kind_of(exp_cfg: dict) -> ModuleType:
 def stage_config(exp_cfg: dict, stage: str) -> dict:
     """The part of an experiment's config that ``stage`` reads (its kind included). The fit
     stage also reads the experiment's reading keys (see :func:`reading_of`), which label its
-    summary rows."""
+    summary rows. The result refuses reads of any other key (:class:`StageConfig`)."""
     if stage not in STAGES:
         raise ValueError(f"Unknown stage {stage!r}; stages: {', '.join(STAGES)}.")
-    keys = list(kind_of(exp_cfg).STAGE_KEYS.get(stage, ()))
+    keys = list(kind_of(exp_cfg).STAGE_KEYS[stage])
     if stage == "fit":
         keys += [k for k in reading_keys(exp_cfg) if k not in keys]
-    return {"kind": exp_cfg["kind"], **{k: exp_cfg[k] for k in keys}}
+    return StageConfig({"kind": exp_cfg["kind"], **{k: exp_cfg[k] for k in keys}}, stage)
 
 
 # Conventions the paper leaves open: an experiment runs under one reading of each, and its
@@ -123,7 +125,7 @@ def run_config(exp_cfg: dict, run: str) -> dict:
     base, block = split_run_id(exp_cfg, run)
     narrow = hook(kind, "run_config")
     if narrow is not None:
-        cfg = {"kind": exp_cfg["kind"], **narrow(exp_cfg, base)}
+        cfg = StageConfig({"kind": exp_cfg["kind"], **narrow(exp_cfg, base)}, "train")
     else:
         cfg = stage_config(exp_cfg, "train")
     if block is not None:
@@ -131,22 +133,22 @@ def run_config(exp_cfg: dict, run: str) -> dict:
     return cfg
 
 
-def has_own_structure(data) -> bool:
-    """Whether the data file's kind computes its structure statistics itself."""
-    kind = data.attrs.get("experiment_kind", "")
-    return kind in KINDS and hook(KINDS[kind], "structure") is not None
+def has_own_structure(cfg: dict) -> bool:
+    """Whether the experiment's kind computes its structure statistics itself."""
+    return hook(kind_of(cfg), "structure") is not None
 
 
-def structure_of(data):
-    """The structure stage on a data Dataset: the kind's own ``structure`` where it has one
-    (factored data matrices that must not be densified), else the generic reduction of A(x)."""
+def structure_of(data, cfg: dict):
+    """The structure stage on a data Dataset, given the stage's config (``stage_config(exp,
+    'structure')``): the kind's own ``structure`` where it has one (factored data matrices that
+    must not be densified), else the generic reduction of A(x)."""
     from nqf.experiments.common import form_from_dataset, structure_dataset
 
-    if has_own_structure(data):
-        ds = KINDS[data.attrs["experiment_kind"]].structure(data)
+    if has_own_structure(cfg):
+        ds = kind_of(cfg).structure(data, cfg)
     else:
         ds, _ = structure_dataset(form_from_dataset(data), data["y"].values)
-    ds.attrs["experiment_kind"] = data.attrs.get("experiment_kind", "")
+    ds.attrs["experiment_kind"] = cfg["kind"]
     return ds
 
 

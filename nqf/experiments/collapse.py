@@ -51,7 +51,8 @@ ARCHITECTURES = ("diagonal", "rotated", "rectangular")
 SOURCE_THM8 = "Theorem 8 (ignition time)"
 STAGE_KEYS = {
     "data": ("r", "C_diag", "data_seed"),
-    "train": ("architectures", "eps", "seeds", "tau_max", "loss", "lr", "n_record", "dtype"),
+    "structure": (),
+    "train": ("architectures", "eps", "seeds", "tau_max", "loss", "lr", "n_record", "dtype", "data_seed"),
     "theory": (),
     "fit": ("architectures", "eps", "loss", "lr", "tolerances"),
     "figure": ("description", "eps"),
@@ -71,7 +72,7 @@ def run_config(cfg: dict, run: str) -> dict:
         for eps in cfg["eps"]:
             if run_id(arch, eps) == run:
                 return {"architecture": arch, "eps": float(eps),
-                        **{k: cfg[k] for k in ("seeds", "tau_max", "loss", "lr", "n_record", "dtype")}}
+                        **{k: cfg[k] for k in ("seeds", "tau_max", "loss", "lr", "n_record", "dtype", "data_seed")}}
     raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
 
 
@@ -122,7 +123,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 
     arch, eps = cfg["architecture"], cfg["eps"]
     lam, y = data["A_diag"].values, data["y"].values
-    A = structure_matrices(arch, lam, int(data.attrs["data_seed"]))
+    A = structure_matrices(arch, lam, int(cfg["data_seed"]))
     form = DenseForm(torch.as_tensor(A))
     lv = LotkaVolterra.from_data(form, y)
     p = form.p

@@ -47,6 +47,7 @@ SOURCE_GLV = "Eq. 32 (GLV under Assumption 1, Prop. 7)"
 SOURCE_STAIRCASE = "the eps -> 0 staircase of the GLV (SCIENCE.md section 5; this project's)"
 STAGE_KEYS = {
     "data": ("lam", "y"),
+    "structure": (),
     "train": ("eps", "tau_max", "loss", "lr", "n_record", "dtype"),
     "theory": ("eps", "tau_max", "loss", "lr", "n_record"),
     "fit": ("eps", "tolerances"),

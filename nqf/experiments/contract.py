@@ -1,9 +1,10 @@
 """The contract every experiment kind (a module ``nqf.experiments.<kind>``) fulfils, as code.
 
 The workflow calls a kind's stages positionally, each with the config keys its ``STAGE_KEYS``
-entry names (the rule's ``params``):
+entry names (the rule's ``params``) and nothing else:
 
     data     make_data(cfg) -> Dataset
+    structure  structure(data, cfg) -> Dataset with r and C   (optional: else the generic reduction)
     train    train_run(data, cfg, run, device="auto") -> Dataset      (one per run id of runs(cfg))
     theory   theory(structure, cfg) -> Dataset
     fit      fit(structure, theory, runs, cfg) -> Dataset with the claims
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-STAGES = ("data", "train", "theory", "fit", "figure")
+STAGES = ("data", "structure", "train", "theory", "fit", "figure")
 
 # stage function -> (positional parameters it must accept, keyword-only parameters it must accept)
 SIGNATURES = {
@@ -35,15 +36,55 @@ SIGNATURES = {
 
 # optional member -> what it does (and, for functions, its positional arity)
 OPTIONAL = {
-    "structure": "structure(data) -> Dataset with r and C, instead of the generic reduction (data too large to densify)",
+    "structure": "structure(data, cfg) -> Dataset with r and C, instead of the generic reduction (data too large to densify)",
     "run_config": "run_config(cfg, run) -> the config of one run (default: cfg)",
     "check": "check(cfg) -> [(key, problem)]: cross-key rules the schema cannot express, refused before any job",
     "READING_KEYS": "config keys (beyond loss) that define a reading of the paper (summary column `reading`)",
     "SEED_BLOCKS": "True when seeds may be trained in blocks (seeds_per_job)",
 }
-OPTIONAL_ARITY = {"structure": 1, "run_config": 2, "check": 1}
+OPTIONAL_ARITY = {"structure": 2, "run_config": 2, "check": 1}
 # what the generic code does where a kind leaves an optional member out (None: the generic stage)
 DEFAULTS = {"structure": None, "run_config": None, "check": lambda cfg: [], "READING_KEYS": (), "SEED_BLOCKS": False}
+
+
+class StageKeyError(KeyError):
+    """A stage read a config key that is not among the keys it was handed (its STAGE_KEYS)."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0])
+
+
+class StageConfig(dict):
+    """The config one stage was handed, refusing to read any other key.
+
+    A plain dict fails on ``cfg[key]`` for a key outside the stage's params, but ``cfg.get(key,
+    default)`` would quietly use the default, and a rerun would then miss a change of that key.
+    Here both raise :class:`StageKeyError` naming the stage and the key, so a kind that reads a
+    key its ``STAGE_KEYS`` does not list fails in its tests, not with a stale result.
+    """
+
+    def __init__(self, cfg: Mapping, stage: str):
+        super().__init__(cfg)
+        self.stage = stage
+
+    def _refuse(self, key):
+        kind = dict.get(self, "kind", "?")
+        raise StageKeyError(f"stage {self.stage!r} of kind {kind!r} reads config key {key!r}, which is "
+                            f"not among the keys it is handed ({', '.join(sorted(self))}); add it to "
+                            f"STAGE_KEYS[{self.stage!r}] of nqf.experiments.{kind}")
+
+    def __getitem__(self, key):
+        if not dict.__contains__(self, key):
+            self._refuse(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        if not dict.__contains__(self, key):
+            self._refuse(key)
+        return dict.__getitem__(self, key)
+
+    def __reduce__(self):  # pickles (e.g. into a Snakemake script) as the stage's config
+        return (StageConfig, (dict(self), self.stage))
 
 
 def hook(module: ModuleType, name: str):

@@ -53,6 +53,7 @@ COLORS = {"deep": "k", "nqf2": "C1", "nqf1": "C4"}
 _DATA = ("architectures", "sizes", "n_train", "n_test", "teacher_std", "data_seed")
 STAGE_KEYS = {
     "data": _DATA,
+    "structure": ("architectures",),
     "train": _DATA + ("optimizers", "loss", "lr", "steps", "init_variances", "seeds", "n_record", "momentum"),
     "theory": ("architectures",),
     "fit": ("architectures", "optimizers", "init_variances", "window_fraction", "tolerances"),
@@ -104,11 +105,10 @@ def make_data(cfg: dict) -> xr.Dataset:
         for l, w in enumerate(W):
             variables[f"{a}_teacher_W{l}"] = ((f"{a}_W{l}_row", f"{a}_W{l}_col"), w[0].numpy(), {
                 "units": "1", "long_name": f"{TITLES[a]} teacher weight tensor {l}"})
-        attrs[f"{a}_size"] = repr(cfg["sizes"][a])
     return xr.Dataset(variables, attrs=attrs)
 
 
-def structure(data: xr.Dataset) -> xr.Dataset:
+def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """One-mode GLV of the 1-layer NQF f_1 = v U x (x_avg for attention) on the training set.
 
     Its structure matrix is A = 1/2 [[0, x], [x^T, 0]] per output (Prop. 1 with phi'(0) = 1), so
@@ -116,7 +116,7 @@ def structure(data: xr.Dataset) -> xr.Dataset:
     lambda_mu = psi^T A_mu psi = beta_hat . x_mu / 2, r = (8/m) sum lambda_mu y_mu = 4 |beta| and
     C = (8/m) sum lambda_mu^2. The deep models have no such single mode (they are quartic at 0).
     """
-    archs = data.attrs["architectures"].split(",")
+    archs = list(cfg["architectures"])
     r, C, var = (np.zeros(len(archs)) for _ in range(3))
     for i, a in enumerate(archs):
         x = data[f"{a}_x_train"].values

@@ -14,17 +14,18 @@ import xarray as xr
 from nqf.experiments.common import Claim, claims_dataset
 from nqf.training import TrainingDiverged
 
-def stable_lr_clause(data: xr.Dataset, cfg: dict) -> str:
-    """' The structure statistics predict ... lr < X ...' for the experiment's data, or '' if the
-    data have no shared-eigenbasis reduction to read it from (or it cannot be computed)."""
-    from nqf.experiments import structure_of
+def stable_lr_clause(structure: xr.Dataset | None, cfg: dict) -> str:
+    """' The structure statistics predict ... lr < X ...' from the experiment's structure file
+    (None when the structure stage has not run yet), or '' if it holds no shared-eigenbasis
+    reduction to read it from. The training job reads that file if it exists; it never
+    recomputes the structure stage to word an error message."""
     from nqf.stability import stability_hint
 
+    if structure is None or "C" not in structure or "z_final" not in structure or structure["C"].ndim != 2:
+        return ""
     try:
-        ds = structure_of(data)
-        if "C" not in ds or "z_final" not in ds or ds["C"].ndim != 2:
-            return ""
-        clause = stability_hint(ds["C"].values, ds["z_final"].values, str(cfg.get("optimizer", "gd")))
+        clause = stability_hint(structure["C"].values, structure["z_final"].values,
+                                str(cfg["optimizer"]) if "optimizer" in cfg else "gd")
     except Exception:  # the hint is a courtesy; never mask the divergence itself
         return ""
     return f" {clause}" if clause else ""

@@ -44,6 +44,7 @@ PAPER_FIG3 = "Fig. 3 (left, middle)"
 # exactly the stages that depend on it.
 STAGE_KEYS = {
     "data": ("r", "C_diag", "data_seed"),
+    "structure": (),
     "train": ("eps", "loss", "lr", "steps", "n_record", "dtype"),
     "theory": ("eps", "loss", "lr", "steps", "n_record"),
     "fit": ("eps", "loss", "lr", "tolerances"),

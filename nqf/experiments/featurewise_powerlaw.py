@@ -53,6 +53,7 @@ SEED_KEYS = ("eps", "beta0", "loss", "lr", "steps", "n_record", "seeds", "width"
 CROSSOVER_KEYS = ("crossover_eps", "beta0", "loss", "lr", "steps", "n_record", "dtype")
 STAGE_KEYS = {
     "data": ("m", "alpha1", "alpha2"),
+    "structure": (),
     "train": tuple(dict.fromkeys(SEED_KEYS + CROSSOVER_KEYS)),
     "theory": ("eps", "beta0", "loss", "lr", "steps", "n_record", "crossover_eps", "n_boot"),
     "fit": ("eps", "crossover_eps", "n_boot", "tolerances"),
@@ -121,7 +122,7 @@ def form_of(data: xr.Dataset) -> DiagonalForm:
     return DiagonalForm(torch.diag(torch.as_tensor(data["A_entry"].values, dtype=torch.float64)))
 
 
-def structure(data: xr.Dataset) -> xr.Dataset:
+def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Lotka-Volterra coefficients computed from the stored entries and targets (no p x p matrices):
     r_k = (8/m) A_kk y_k, C = diag((8/m) A_kk^2), V_k = r_k^2 / (8 C_kk), z*_k = r_k / C_kk."""
     A, y = data["A_entry"].values, data["y"].values

@@ -101,6 +101,7 @@ TRAIN_KEYS = _CLOCK + ("n_record", "seeds", "dtype", "mlp_dtype")
 RAW_KEYS = ("eps", "loss", "M", "n_record", "mlp_dtype", "raw_width", "raw_lr", "raw_steps", "raw_seeds")
 STAGE_KEYS = {
     "data": ("P", "M", "beta", "thetas"),
+    "structure": ("P", "M", "beta"),
     "train": tuple(dict.fromkeys(TRAIN_KEYS + RAW_KEYS)),
     "theory": _CLOCK + ("n_record", "seeds"),
     "fit": ("main_theta", "tolerances"),
@@ -221,10 +222,10 @@ def lv_from_grid(psi, s, y, P: int) -> tuple[np.ndarray, np.ndarray]:
     return r, C
 
 
-def structure(data: xr.Dataset) -> xr.Dataset:
+def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """r, C (per theta, from the grid), V_k = r_k^2 / (8 C_kk), zeta = r, and their residuals
     against the analytic values."""
-    P = int(data.attrs["P"])
+    P = int(cfg["P"])
     s, b = data["s"].values, data["b"].values
     r, C = lv_from_grid(data["psi"].values, s, data["y"].values, P)
     c_diag = np.diagonal(C, axis1=-2, axis2=-1)
@@ -248,7 +249,7 @@ def structure(data: xr.Dataset) -> xr.Dataset:
                 "units": "1", "long_name": "max_k!=j |C_kj| / max C_kk (0: orthogonal features, Theorem 6)"}),
         },
         coords={"theta": data["theta"], "mode": data["mode"], "mode_j": data["mode"].values},
-        attrs={"experiment_kind": KIND, "P": P, "M": int(data.attrs["M"]), "beta": float(data.attrs["beta"])},
+        attrs={"experiment_kind": KIND},
     )
 
 
@@ -282,7 +283,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     dev, dtype = resolve_device(device), _dtype(cfg, run)
     seeds = np.asarray(cfg["raw_seeds" if run == "raw_mlp" else "seeds"], int)
     thetas = data["theta"].values
-    P, M = int(data.attrs["P"]), int(data.attrs["M"])
+    M = int(cfg["M"])  # both runs read M; the Fourier runs (not the raw MLP) read P below
     S, T = seeds.size, thetas.size
     if run == "raw_mlp":
         # raw_lr is the raw MLP's step of the Eq. 26 flow (its stability limit does not depend on
@@ -307,6 +308,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
         psi = data["psi"].values[idx]
         if not np.allclose(data["y"].values, data["y"].values[:, (-np.arange(M)) % M], atol=1e-12):
             raise ValueError("The target is not even about x = 1/2: the folded grid does not apply.")
+        P = int(cfg["P"])
         a0, W0 = init_draws(seeds, P, float(cfg["eps"]))
 
         def record(mod):
@@ -355,7 +357,7 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     from nqf.fourier_training import exact_nqf_loss, init_draws
     from nqf.scaling import fit_power_law, predict_exponent
 
-    eps, M = float(cfg["eps"]), int(structure.attrs["M"])
+    eps, M = float(cfg["eps"]), int(cfg["M"])
     per_steps = theta_steps(cfg)
     dt = flow_lr(cfg["lr"], cfg["loss"], M)
     step_grid = log_step_grid(max(per_steps), int(cfg["n_record"]))
@@ -431,7 +433,7 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
                 "time": ("time", t, {**unit, "long_name": "Eq. 26 flow time c lr step"}),
                 "step": ("time", step_grid, {"long_name": "GD step"})},
         attrs={"experiment_kind": KIND, "eps": eps, "lr": float(cfg["lr"]), "flow_lr": dt, "loss_convention": cfg["loss"],
-               "steps": per_steps, "beta": float(structure.attrs["beta"]),
+               "steps": per_steps, "beta": float(cfg["beta"]),
                "window_cutoff": float(cfg["window_cutoff"])},
     )
 

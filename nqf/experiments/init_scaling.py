@@ -50,7 +50,6 @@ later by (eta / 4) ln(z / z_k(0)):
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -70,11 +69,12 @@ if TYPE_CHECKING:
     from nqf.mode_designs import Design
 
 KIND = "init_scaling"
-TRAIN_KEYS = ("eps", "loss", "lr", "steps", "n_record", "seeds", "seed_scale", "dtype", "data_seed")
+TRAIN_KEYS = ("eps", "loss", "lr", "steps", "n_record", "seeds", "seed_scale", "dtype", "data_seed", "width")
 SOURCE_THM8 = "Theorem 8 (ignition time)"
 SOURCE_SCATTER = "seed scatter of Theorem 8's ignition time over Gaussian inits (SCIENCE.md 3; beyond the paper)"
 STAGE_KEYS = {
     "data": ("architectures", "rates", "width", "data_seed"),
+    "structure": ("architectures", "width", "data_seed"),
     "train": ("architectures", "modules") + TRAIN_KEYS,
     "theory": ("eps",),
     "fit": ("eps", "loss", "lr", "tolerances"),
@@ -122,21 +122,20 @@ def make_data(cfg: dict) -> xr.Dataset:
             "units": "1", "long_name": f"{arch} mode directions q_k in a unit's parameter space"})
         variables[f"{arch}_z_star"] = ("mode", z_star.numpy(), {
             "units": "1", "long_name": f"{arch} teacher strengths z*_k (saturation of z_k)"})
-        attrs[f"{arch}_build"] = json.dumps(des.build, sort_keys=True)
-        attrs[f"{arch}_design"], attrs[f"{arch}_inputs"] = des.note, len(des.inputs)
+        attrs[f"{arch}_design"] = des.note
     return xr.Dataset(variables, coords={"mode": np.arange(K)}, attrs=attrs)
 
 
-def design_of(data: xr.Dataset, arch: str) -> tuple[Design, torch.Tensor, np.ndarray]:
-    """The design stored in a data file: (design, flattened targets, z*)."""
+def design_of(data: xr.Dataset, arch: str, cfg: dict) -> tuple[Design, torch.Tensor, np.ndarray]:
+    """(design, flattened targets, z*) of ``arch``: the module as the config builds it (width,
+    data_seed), with the inputs, mode directions and targets the data file holds."""
     import torch
 
-    from nqf.mode_designs import Design
+    from nqf.mode_designs import design
 
-    build = json.loads(data.attrs[f"{arch}_build"])
-    build = {k: tuple(v) if isinstance(v, list) else v for k, v in build.items()}
-    inputs = tuple(torch.as_tensor(data[f"{arch}_input{i}"].values) for i in range(int(data.attrs[f"{arch}_inputs"])))
-    des = Design(arch, build, inputs, torch.as_tensor(data[f"{arch}_modes"].values), data.attrs[f"{arch}_design"])
+    des = design(arch, data.sizes["mode"], int(cfg["width"]), int(cfg["data_seed"]))
+    des.inputs = tuple(torch.as_tensor(data[f"{arch}_input{i}"].values) for i in range(len(des.inputs)))
+    des.modes = torch.as_tensor(data[f"{arch}_modes"].values)
     return des, torch.as_tensor(data[f"{arch}_y"].values.reshape(-1)), data[f"{arch}_z_star"].values
 
 
@@ -157,12 +156,12 @@ _STRUCTURE_VARS = (  # name, ModeReduction attribute, per mode?, long name
 )
 
 
-def structure(data: xr.Dataset) -> xr.Dataset:
+def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Each architecture's modes reduced on its own factored A(x) (nqf.mode_theory)."""
-    archs = data.attrs["architectures"].split(",")
+    archs = list(cfg["architectures"])
     reds, sizes = [], []
     for arch in archs:
-        des, y, _ = design_of(data, arch)
+        des, y, _ = design_of(data, arch, cfg)
         form = des.module.structure(des.x)
         reds.append(reduce_modes(form, y, des.modes))
         sizes.append((des.module.width, form.p, form.m))
@@ -210,7 +209,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     from nqf.quadratic import QuadraticModel, resolve_device
 
     arch = cfg.get("architecture", run)
-    des, y, z_star = design_of(data, arch)
+    des, y, z_star = design_of(data, arch, cfg)
     aligned, gaussian = initial_weights(des, z_star, cfg["eps"], cfg["seeds"], cfg["seed_scale"], cfg["data_seed"])
     n_eps = aligned.shape[0]
     dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32

@@ -30,7 +30,6 @@ changes only Adam's eps term; Adam has no closure and no flow clock.
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import TYPE_CHECKING
 
@@ -64,6 +63,7 @@ _DATA = ("architectures", "sizes", "n_samples", "n_outputs", "singular_values", 
          "data_seed")
 STAGE_KEYS = {
     "data": _DATA,
+    "structure": ("architectures", "sizes", "data_seed"),
     "train": _DATA + ("optimizers", "loss", "lr", "steps", "init_scales", "seeds", "momentum", "n_record",
                       "record_M_max_p", "dtype"),
     "theory": ("singular_values",),
@@ -196,12 +196,11 @@ def make_data(cfg: dict) -> xr.Dataset:
             variables[f"{arch}_readout"] = ((f"{arch}_feature", "output"), module.readout.numpy(), {
                 "units": "1", "long_name": "fixed readout Cr of the query-key head"})
         attrs[f"{arch}_input_std"] = std
-        attrs[f"{arch}_size"] = json.dumps(cfg["sizes"][arch], sort_keys=True)
     return xr.Dataset(variables, coords={"sample": np.arange(m), "output": np.arange(k),
                                          "teacher_unit": np.arange(len(s))}, attrs=attrs)
 
 
-def structure(data: xr.Dataset) -> xr.Dataset:
+def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Lotka-Volterra coefficients of the teacher's modes (the structure stage of this kind).
 
     The data matrices are never densified (p = 880 for MHA): with psi_a the normalised teacher
@@ -212,15 +211,14 @@ def structure(data: xr.Dataset) -> xr.Dataset:
     """
     import torch
 
-    archs = data.attrs["architectures"].split(",")
+    archs = list(cfg["architectures"])
     n_modes = data.sizes["teacher_unit"]
     m = data.sizes["sample"]
     r = np.zeros((len(archs), n_modes))
     C = np.zeros((len(archs), n_modes, n_modes))
     unit_norm2 = np.zeros((len(archs), n_modes))
     for i, arch in enumerate(archs):
-        module = build_module(arch, json.loads(data.attrs[f"{arch}_size"]), data.sizes["output"],
-                              int(data.attrs["data_seed"]))
+        module = build_module(arch, cfg["sizes"][arch], data.sizes["output"], int(cfg["data_seed"]))
         _set_readout(module, data, arch)
         x = inputs_of(data, arch)
         W_star = torch.as_tensor(data[f"{arch}_teacher_W"].values)

@@ -23,7 +23,6 @@ stage also projects the data on the least-squares solution's singular modes (r, 
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import TYPE_CHECKING
 
@@ -54,8 +53,9 @@ _DATA = ("dataset", "path", "n_train", "n_test", "data_seed", "architectures", "
          "input_norm", "readout_norm")
 STAGE_KEYS = {
     "data": _DATA,
-    "train": ("architectures", "sizes", "init_scale", "seeds", "loss", "lr", "steps", "optimizer", "n_record",
-              "dtype"),
+    "structure": ("architectures", "sizes", "n_train"),
+    "train": ("architectures", "sizes", "n_train", "init_scale", "seeds", "loss", "lr", "steps", "optimizer",
+              "n_record", "dtype"),
     "theory": ("architectures",),
     "fit": ("architectures", "n_test", "threshold", "floor_fraction", "tolerances"),
     "figure": ("description", "architectures", "dataset", "preprocessing", "n_train", "init_scale", "optimizer", "lr"),
@@ -96,7 +96,7 @@ def run_config(cfg: dict, run: str) -> dict:
     """The keys one run reads: its architecture's size and step count."""
     if run not in cfg["architectures"]:
         raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
-    return {"architecture": run, "size": cfg["sizes"][run], "steps": cfg["steps"][run],
+    return {"architecture": run, "size": cfg["sizes"][run], "n_train": n_train_of(cfg, run), "steps": cfg["steps"][run],
             **{k: cfg[k] for k in ("init_scale", "seeds", "loss", "lr", "optimizer", "n_record", "dtype")}}
 
 
@@ -220,10 +220,9 @@ def make_data(cfg: dict) -> xr.Dataset:
              "targets": "+1 odd digit, -1 even digit"}
     for arch in cfg["architectures"]:
         module = build_module(arch, cfg["sizes"][arch], (H, Wd))
-        n = attrs[f"{arch}_n_train"] = n_train_of(cfg, arch)
+        n = n_train_of(cfg, arch)
         attrs[f"{arch}_input_scale"] = (1.0 if cfg["input_norm"] is None else
                                         input_scale(arch, module, task.x_train[:n], cfg["input_norm"]))
-        attrs[f"{arch}_size"] = json.dumps(cfg["sizes"][arch], sort_keys=True)
     img = {"units": "1", "long_name": ("standardised pixel intensity (training-set mean 0, std 1 per pixel)"
                                        if task.preprocessing == "standardise" else "pixel intensity scaled to [0, 1]")}
     return xr.Dataset(
@@ -239,17 +238,17 @@ def make_data(cfg: dict) -> xr.Dataset:
         attrs=attrs)
 
 
-def _prepared(data: xr.Dataset, arch: str, size: dict):
-    """(module, train inputs, test inputs, train targets) of ``arch``, its own training subset."""
+def _prepared(data: xr.Dataset, arch: str, size: dict, n: int):
+    """(module, train inputs, test inputs, train targets) of ``arch``, its first ``n`` training
+    images; the input scale is a statistic of the data (computed by the data stage)."""
     module = build_module(arch, size, (data.sizes["row"], data.sizes["col"]))
     set_readout(module, data["readout"].values)
     scale = float(data.attrs[f"{arch}_input_scale"])
-    n = int(data.attrs.get(f"{arch}_n_train", data.sizes["sample"]))
     return (module, module_inputs(arch, data["x_train"].values[:n], scale),
             module_inputs(arch, data["x_test"].values, scale), data["y_train"].values[:n])
 
 
-def structure(data: xr.Dataset) -> xr.Dataset:
+def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Per architecture: the NQF's least-squares floor and the GLV (Eq. 32) on its modes.
 
     E* = argmin of the NQF train loss over E (``least_squares_nqf``). Its singular triplets
@@ -259,12 +258,12 @@ def structure(data: xr.Dataset) -> xr.Dataset:
     """
     import torch
 
-    archs = data.attrs["architectures"].split(",")
+    archs = list(cfg["architectures"])
     y_test = data["y_test"].values
     out = {k: [] for k in ("floor", "test_loss", "test_acc", "f0_rms", "rank_ok")}
     modes = []
     for arch in archs:
-        module, x, x_test, y = _prepared(data, arch, json.loads(data.attrs[f"{arch}_size"]))
+        module, x, x_test, y = _prepared(data, arch, cfg["sizes"][arch], n_train_of(cfg, arch))
         m = y.size
         with torch.no_grad():
             zero = torch.zeros(module.p, module.width, dtype=torch.float64)
@@ -326,7 +325,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     arch = rc["architecture"]
     dev = resolve_device(device)
     dtype = torch.float64 if rc["dtype"] == "float64" else torch.float32
-    module, x, x_test, y = _prepared(data, arch, rc["size"])
+    module, x, x_test, y = _prepared(data, arch, rc["size"], int(rc["n_train"]))
     module = module.to(device=dev, dtype=dtype)
     x, x_test = x.to(dev, dtype), x_test.to(dev, dtype)
     y = torch.as_tensor(y, device=dev, dtype=dtype)

@@ -41,6 +41,7 @@ KIND = "samplewise"
 PAPER_FIG4 = "Fig. 4"
 STAGE_KEYS = {
     "data": ("y", "entries"),
+    "structure": (),
     "train": ("eps", "loss", "lr", "steps", "n_record", "dtype"),
     "theory": ("eps", "loss", "lr", "steps", "n_record"),
     "fit": ("eps", "loss", "lr", "tolerances"),

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 KIND = "samplewise_powerlaw"
 STAGE_KEYS = {
     "data": ("m", "gamma1", "gamma2", "zeta1", "entries"),
+    "structure": (),
     "train": ("eps", "beta0", "loss", "lr", "steps", "n_record", "seeds", "width", "init_seed", "dtype"),
     "theory": ("eps", "beta0", "loss", "lr", "steps", "n_record", "n_boot"),
     "fit": ("n_boot", "tolerances"),
@@ -119,7 +120,7 @@ def block_interaction(lam_blocks: np.ndarray, m: int) -> np.ndarray:
     return C
 
 
-def structure(data: xr.Dataset) -> xr.Dataset:
+def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Per-mode r and block-diagonal C, per-sample zeta and V, from the compact blocks."""
     lam, y = data["lam"].values, data["y"].values
     m, K = lam.shape

@@ -61,6 +61,7 @@ PAPER_SOURCE = ("Fig. 6 / App. C: 'the trajectories of two student models match 
                 "and then they become different' (loss curves, mean +- 1 std over 5 runs)")
 STAGE_KEYS = {
     "data": _DATA,
+    "structure": ("architectures", "sizes", "data_seed"),
     "train": _DATA + ("loss", "lr", "steps", "batch_size", "init_std", "seeds", "threshold"),
     "theory": ("architectures", "loss", "lr", "batch_size", "init_std", "sizes"),
     "fit": ("architectures", "threshold", "sustain_steps", "tolerances"),
@@ -124,10 +125,10 @@ def probe_inputs(data: xr.Dataset, arch: str):
     return torch.as_tensor(data[f"{arch}_probe_x"].values)
 
 
-def _module_for(data: xr.Dataset, arch: str, size: dict) -> UnitModule:
+def _module_for(data: xr.Dataset, arch: str, size: dict, data_seed: int) -> UnitModule:
     import torch
 
-    module = build_module(arch, size, int(data.attrs["data_seed"]))
+    module = build_module(arch, size, int(data_seed))
     if f"{arch}_readout" in data:
         with torch.no_grad():
             module.readout.copy_(torch.as_tensor(data[f"{arch}_readout"].values))
@@ -160,25 +161,22 @@ def make_data(cfg: dict) -> xr.Dataset:
         if hasattr(module, "readout"):
             variables[f"{arch}_readout"] = ((f"{arch}_feature", "output"), module.readout.numpy(), {
                 "units": "1", "long_name": "fixed Gaussian readout c, shared by teacher and students"})
-        attrs[f"{arch}_size"] = str(cfg["sizes"][arch])
     return xr.Dataset(variables, coords={"probe": np.arange(cfg["n_probe"]), "output": [0]}, attrs=attrs)
 
 
-def structure(data: xr.Dataset) -> xr.Dataset:
+def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """The NQF's top mode on the probe set, per architecture (the structure stage of this kind).
 
     Y = (4/m) sum_mu (y_mu - f0_mu) A(x_mu) (the population average, estimated on the probe
     set); psi its top eigenvector, lambda_mu = psi^T A(x_mu) psi, and the one-mode GLV
     coefficients r = (8/m) sum lambda_mu (y_mu - f0_mu) = 2 psi^T Y psi, C = (8/m) sum lambda_mu^2.
     """
-    import ast
-
     import torch
 
-    archs = data.attrs["architectures"].split(",")
+    archs = list(cfg["architectures"])
     r, C, gamma = (np.zeros(len(archs)) for _ in range(3))
     for i, arch in enumerate(archs):
-        module = _module_for(data, arch, ast.literal_eval(data.attrs[f"{arch}_size"]))
+        module = _module_for(data, arch, cfg["sizes"][arch], cfg["data_seed"])
         x = probe_inputs(data, arch)
         target = torch.as_tensor((data[f"{arch}_probe_y"] - data[f"{arch}_probe_f0"]).values)
         form = module.structure(x)
@@ -313,7 +311,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     arch = rc["architecture"]
-    module = _module_for(data, arch, rc["size"])
+    module = _module_for(data, arch, rc["size"], rc["data_seed"])
     W_star = torch.as_tensor(data[f"{arch}_teacher_W"].values)
     W0 = torch.stack([float(rc["init_std"]) * torch.randn(module.p, module.width, dtype=torch.float64,
                                                          generator=torch.Generator().manual_seed(int(s)))

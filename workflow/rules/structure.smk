@@ -4,6 +4,8 @@ rule structure:
         "results/data/{exp}.nc",
     output:
         "results/structure/{exp}.nc",
+    params:
+        cfg=stage_params("structure"),
     log:
         "results/logs/structure/{exp}.log",
     benchmark:

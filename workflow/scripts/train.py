@@ -6,6 +6,8 @@ says otherwise): with one job per core, extra BLAS threads oversubscribe the cor
 A diverged run stops the job (on_divergence: stop) or is written marked diverged (record).
 A seed block's file names its run (attribute seed_block_of), so that fit and figure join them.
 """
+from pathlib import Path
+
 import torch
 
 from nqf.experiments import kind_of, split_run_id
@@ -24,7 +26,10 @@ with job(snakemake.log[0], "train") as log:  # noqa: F821
     try:
         ds = kind_of(cfg).train_run(data, cfg, base, device=snakemake.config["device"])  # noqa: F821
     except TrainingDiverged as exc:
-        exc.args = (str(exc) + stable_lr_clause(data, cfg),)
+        # results/runs/{exp}/{run}.nc -> results/structure/{exp}.nc, read if that stage has run
+        structure_file = Path(snakemake.output[0]).parents[2] / "structure" / f"{snakemake.wildcards.exp}.nc"  # noqa: F821
+        structure = open_result(structure_file, made_by="structure") if structure_file.exists() else None
+        exc.args = (str(exc) + stable_lr_clause(structure, cfg),)
         if snakemake.config.get("on_divergence", "stop") != "record":  # noqa: F821
             raise
         log.warning("%s Recorded as diverged (on_divergence: record).", exc)

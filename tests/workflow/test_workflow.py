@@ -10,7 +10,8 @@ import pytest
 import xarray as xr
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 pytestmark = pytest.mark.workflow
 # Outputs every rerun of a fit also replans: the summary and the reproduction page.
 SUMMARIES = {"results/summary.csv", "results/reproduction.md", "results/reproduction.html"}

@@ -8,7 +8,8 @@ import pytest
 import xarray as xr
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 pytestmark = pytest.mark.workflow
 
 

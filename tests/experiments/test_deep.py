@@ -3,10 +3,11 @@ convention as a clock, and the claims against the 2-layer NQF's error budget."""
 import numpy as np
 import pytest
 
-from nqf.config import validate_config
 from nqf.experiments import deep as K, run_config, stage_config, structure_of
 from nqf.experiments.deep import escape_deviation, escape_step
 from nqf.losses import loss_factor
+
+from helpers import kind_config
 
 
 def test_escape_step_interpolates_in_log_loss():
@@ -19,9 +20,8 @@ def test_escape_step_interpolates_in_log_loss():
 
 
 def deep_config(**over):
-    base = {"kind": "deep", "architectures": ["mlp"], "optimizers": ["gd"], "seeds": [0], "n_test": 100,
-            "n_record": 60, **over}
-    return validate_config({"experiments": {"d": base}})["experiments"]["d"]
+    return kind_config("deep", **{"architectures": ["mlp"], "optimizers": ["gd"], "seeds": [0], "n_test": 100,
+                                  "n_record": 60, **over})
 
 
 def test_loss_convention_changes_only_the_clock():

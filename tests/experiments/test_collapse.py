@@ -77,7 +77,10 @@ def test_loss_conventions_run_on_the_eq26_clock(convention, small_outcome):
     for run, ref in ref_runs.items():
         assert np.array_equal(runs[run]["step"].values, ref["step"].values)
         assert np.allclose(runs[run]["time"].values, ref["time"].values, rtol=1e-10, atol=0)
-        assert np.allclose(runs[run]["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
+        # The loss falls towards 0 (here to 6e-9 from 0.15): rounding in the iterates is relative to
+        # the largest loss, not to each value, so atol = rtol * max |loss| (atol=0 asked 1e-10 of 6e-9).
+        assert np.allclose(runs[run]["loss"].values, ref["loss"].values, rtol=1e-10,
+                           atol=1e-10 * np.abs(ref["loss"].values).max())
     assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
 
 

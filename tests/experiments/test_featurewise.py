@@ -115,7 +115,10 @@ def test_loss_conventions_run_on_the_eq26_clock(convention):
     _, _, runs, fit = pipeline(paper_config(lr=0.02 / c, loss=convention, **small))
     ref, run = refs["gd"], runs["gd"]
     assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
-    assert np.allclose(run["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
+    # The loss falls towards 0 (here to 1e-6 from 0.16): rounding in the iterates is relative to
+    # the largest loss, not to each value, so atol = rtol * max |loss| (atol=0 asked 1e-10 of 1e-6).
+    assert np.allclose(run["loss"].values, ref["loss"].values, rtol=1e-10,
+                       atol=1e-10 * np.abs(ref["loss"].values).max())
     assert run.attrs["loss_convention"] == convention
     assert bool(np.all(fit["claim_passed"].values))
 

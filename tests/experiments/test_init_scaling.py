@@ -200,7 +200,10 @@ def test_loss_conventions_run_on_the_eq26_clock(convention):
     run = runs["diagonal_net"]
     assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
     assert np.allclose(run["z_aligned"].values, ref["z_aligned"].values, rtol=1e-10, atol=0)
-    assert np.allclose(run["loss_aligned"].values, ref["loss_aligned"].values, rtol=1e-10, atol=0)
+    # The loss falls towards 0 (here to 2e-11 from 0.29): rounding in the iterates is relative to
+    # the largest loss, not to each value, so atol = rtol * max |loss| (atol=0 asked 1e-10 of 2e-11).
+    assert np.allclose(run["loss_aligned"].values, ref["loss_aligned"].values, rtol=1e-10,
+                       atol=1e-10 * np.abs(ref["loss_aligned"].values).max())
     assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
 
 

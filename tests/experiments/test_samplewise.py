@@ -88,7 +88,10 @@ def test_loss_conventions_run_on_the_eq26_clock(convention):
     _, _, runs, fit = pipeline(config(lr=0.01 / c, loss=convention, **SMALL))
     ref, run = refs["gd"], runs["gd"]
     assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
-    assert np.allclose(run["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
+    # The loss falls towards 0 (here to 2e-19 from 0.44): rounding in the iterates is relative to
+    # the largest loss, not to each value, so atol = rtol * max |loss| (atol=0 asked 1e-10 of 2e-19).
+    assert np.allclose(run["loss"].values, ref["loss"].values, rtol=1e-10,
+                       atol=1e-10 * np.abs(ref["loss"].values).max())
     assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
 
 

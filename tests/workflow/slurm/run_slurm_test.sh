@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of the workflow on a real SLURM cluster: one node, this host, loopback only.
 #
-#   bash tests/slurm/run_slurm_test.sh [CONFIG]        (default: config/test.yaml)
+#   bash tests/workflow/slurm/run_slurm_test.sh [CONFIG]        (default: config/test.yaml)
 #
 # Each snakemake job through SLURM starts its own python and snakemake (about 20 s on a loaded
 # 2-core machine), so the test runs only the experiments named in NQF_SLURM_EXPERIMENTS
@@ -15,7 +15,7 @@
 #    node to be idle and checks that a trivial batch job runs;
 # 3. runs the DAG on CONFIG through snakemake-executor-plugin-slurm with profiles/slurm;
 # 4. runs the same CONFIG locally in a second scratch folder;
-# 5. tests/slurm/check_slurm_run.py: every planned job ran inside a SLURM job and every NetCDF
+# 5. tests/workflow/slurm/check_slurm_run.py: every planned job ran inside a SLURM job and every NetCDF
 #    of the SLURM run equals its local twin (xarray.testing.assert_allclose).
 # The daemons it started are stopped by their process ids on exit (trap); nothing else is
 # killed. Environment: NQF_PYTHON (python with nqf and the plugin; default .venv/bin/python),
@@ -23,7 +23,7 @@
 # unless NQF_SLURM_KEEP=1), NQF_SLURM_TIMEOUT (seconds for each workflow run, default 1500).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 PY=${NQF_PYTHON:-$ROOT/.venv/bin/python}
 SOURCE_CONFIG=$(realpath "${1:-$ROOT/config/test.yaml}")
 EXPERIMENTS=${NQF_SLURM_EXPERIMENTS:-featurewise samplewise competition}
@@ -137,7 +137,7 @@ chmod 400 "$STATE/munge/munge.key"
 MUNGE_SOCKET=$STATE/munge/munge.socket
 
 cat > "$STATE/slurm.conf" <<EOF
-# One-node test cluster for nqf (written by tests/slurm/run_slurm_test.sh).
+# One-node test cluster for nqf (written by tests/workflow/slurm/run_slurm_test.sh).
 ClusterName=nqftest
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
@@ -261,7 +261,7 @@ log "local run finished in $(( SECONDS - t0 )) s"
 # ---------------------------------------------------------------------------------------
 # 5. Every job under SLURM, identical results.
 # ---------------------------------------------------------------------------------------
-"$PY" "$ROOT/tests/slurm/check_slurm_run.py" --plan "$BASE/plan.log" \
+"$PY" "$ROOT/tests/workflow/slurm/check_slurm_run.py" --plan "$BASE/plan.log" \
     --slurm-run "$BASE/slurm_run" --snakemake-log "$BASE/slurm_run.log" \
     --slurmctld-log "$STATE/slurmctld.log" --local-run "$BASE/local_run" \
     || fail "checks of the SLURM run"

@@ -10,19 +10,11 @@ import pytest
 import xarray as xr
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT, read_test_config, snakemake
+
 pytestmark = pytest.mark.workflow
 # Outputs every rerun of a fit also replans: the summary and the reproduction page.
 SUMMARIES = {"results/summary.csv", "results/reproduction.md", "results/reproduction.html"}
-
-
-def snakemake(workdir, *args, check=True):
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(workdir), "--cores", "2", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
-    return proc
 
 
 def planned_outputs(proc) -> set[str]:
@@ -35,7 +27,7 @@ def planned_outputs(proc) -> set[str]:
 
 
 def write_config(tmp_path, **changes):
-    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    cfg = read_test_config()
     for path, value in changes.items():
         node = cfg
         *parents, leaf = path.split("__")
@@ -132,7 +124,7 @@ def test_adding_an_eps_value_trains_only_the_new_runs(finished, tmp_path):
     """Runs are narrowed to their own eps (run_config): an added eps value plans its own training
     jobs and the experiment's theory, fit and figure, nothing of finished runs or other experiments."""
     work, _ = finished
-    base = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    base = read_test_config()
     eps = base["experiments"]["competition"]["eps"] + [1.0e-9]
     cfg = write_config(tmp_path, experiments__competition__eps=eps)
     planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
@@ -152,7 +144,7 @@ def test_adding_a_seed_trains_only_its_block(finished, tmp_path):
     work, _ = finished
     copy = tmp_path / "wf"
     shutil.copytree(work, copy, symlinks=True)  # copy2 keeps the mtimes snakemake compares
-    base = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    base = read_test_config()
     seeds = base["experiments"]["teacher_student"]["seeds"]
     new = max(seeds) + 1
     cfg = write_config(tmp_path, experiments__teacher_student__seeds=seeds + [new])

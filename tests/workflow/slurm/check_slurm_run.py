@@ -1,4 +1,4 @@
-"""Checks of a workflow run through SLURM (called by tests/slurm/run_slurm_test.sh).
+"""Checks of a workflow run through SLURM (called by tests/workflow/slurm/run_slurm_test.sh).
 
 1. Every job the dry run planned ran inside a SLURM job: snakemake's log names the SLURM job id
    and log file of every submission; each such job was allocated and exited 0 according to

@@ -7,35 +7,20 @@ flow to get GD's first-order ignition shift (eta = c lr, the flow step of the lo
 A plateau of the GLV at finite eps sits off the staircase by sum_k |g_k| eps^|x_k| / 4 from the
 modes not yet ignited (the loss is quadratic in z with gradient -g / 4 at the plateau).
 """
+import functools
+
 import numpy as np
 import pytest
 
-from nqf.config import validate_config
 from nqf.experiments import competition
-from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
+from nqf.experiments.common import CHECKS
 from nqf.losses import loss_factor
 
-
-def config(**over):
-    return validate_config({"experiments": {"c": {"kind": "competition", **over}}})["experiments"]["c"]
+from helpers import claim_rows, kind_config, stage_chain
 
 
-def pipeline(cfg, structure_edit=None):
-    """make_data -> structure -> theory -> train (one run per eps) -> fit; ``structure_edit``
-    tampers with the structure the theory and fit see (the runs still train on the true data)."""
-    data = competition.make_data(cfg)
-    structure, _ = structure_dataset(form_from_dataset(data), data["y"].values)
-    runs = {run: competition.train_run(data, competition.run_config(cfg, run), run, device="cpu")
-            for run in competition.runs(cfg)}
-    if structure_edit is not None:
-        structure = structure_edit(structure)
-    theory = competition.theory(structure, cfg)
-    return structure, theory, runs, competition.fit(structure, theory, runs, cfg)
-
-
-def rows(fit, start=""):
-    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
-            if start in str(q)]
+config = functools.partial(kind_config, "competition")
+pipeline = functools.partial(stage_chain, competition)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +58,7 @@ def test_staircase_gap_shrinks_like_one_over_log_eps(outcome):
 
 def test_all_claims_pass_with_budget_tolerances(outcome):
     *_, fit = outcome
-    failed = [q for q, ok in rows(fit) if not ok]
+    failed = [q for q, ok in claim_rows(fit) if not ok]
     assert not failed, failed
     assert set(fit["claim_checks"].values) <= set(CHECKS)
     assert all(str(s) for s in fit["claim_source"].values)
@@ -104,14 +89,14 @@ def test_loss_conventions_run_on_the_eq26_clock(convention, fast_outcome):
         assert np.array_equal(runs[run]["step"].values, ref["step"].values)
         assert np.allclose(runs[run]["time"].values, ref["time"].values, rtol=1e-10, atol=0)
         assert np.allclose(runs[run]["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
-    assert all(ok for _, ok in rows(fit)), rows(fit)
+    assert all(ok for _, ok in claim_rows(fit)), claim_rows(fit)
 
 
 def test_a_larger_lr_passes_every_row(fast_outcome):
     """lr 0.01 (eta r_1 = 0.12): GD ignites mode 1 late by ~2.2 % at eps 1e-4, above the former
     fixed 2 %; the budget (GD's modified-flow shift) follows, and every row passes."""
     *_, fit = fast_outcome
-    assert all(ok for _, ok in rows(fit)), rows(fit)
+    assert all(ok for _, ok in claim_rows(fit)), claim_rows(fit)
     err = np.abs(fit["t_star_measured"] - fit["t_star_predicted"]) / fit["t_star_predicted"]
     assert float(err.max()) > 0.02
 
@@ -123,5 +108,5 @@ def test_a_wrong_theory_fails():
         return structure.assign(lam=structure["lam"] * 1.3, r=structure["r"] * 1.3, C=structure["C"] * 1.69)
 
     *_, fit = pipeline(config(**FAST), structure_edit=wrong)
-    checked = rows(fit, "GD ignition")
+    checked = claim_rows(fit, "GD ignition")
     assert checked and not any(ok for _, ok in checked), checked

@@ -25,6 +25,8 @@ from nqf.losses import loss_factor
 from nqf.recursions import sgd_moments
 from nqf.training import mse_per_replica
 
+from helpers import kind_config
+
 F64 = torch.float64
 SMALL = {
     "mlp": dict(D=5, width=6, n_outputs=3),
@@ -201,10 +203,10 @@ def test_cnn_forward_is_the_stride_one_convolution():
 
 
 def tiny_config(**over):
-    base = {"kind": "nqf_approximation", "architectures": ["mlp"], "n_samples": 100, "n_outputs": 4,
-            "singular_values": [1.0, 0.5, 0.25], "seeds": [0, 1], "sizes": {"mlp": {"D": 10, "width": 64}},
-            "steps": {"mlp": 200}, "lr": {"mlp": {"adam": 0.002}}, "n_record": 51, **over}
-    return validate_config({"experiments": {"e": base}})["experiments"]["e"]
+    return kind_config("nqf_approximation", **{
+        "architectures": ["mlp"], "n_samples": 100, "n_outputs": 4, "singular_values": [1.0, 0.5, 0.25],
+        "seeds": [0, 1], "sizes": {"mlp": {"D": 10, "width": 64}}, "steps": {"mlp": 200},
+        "lr": {"mlp": {"adam": 0.002}}, "n_record": 51, **over})
 
 
 def test_small_mlp_tracks_its_nqf_at_small_init_and_departs_at_large_init():
@@ -267,7 +269,7 @@ def test_a_wrong_structure_matrix_fails_the_budget(monkeypatch):
 
 
 def test_run_config_narrows_to_one_architecture_and_optimizer():
-    cfg = validate_config({"experiments": {"e": {"kind": "nqf_approximation"}}})["experiments"]["e"]
+    cfg = kind_config("nqf_approximation")
     assert len(na.runs(cfg)) == 15 and "qk_head_momentum" in na.runs(cfg)
     rc = run_config(cfg, "qk_head_momentum")
     assert rc["architecture"] == "qk_head" and rc["optimizer"] == "momentum"

@@ -1,4 +1,5 @@
 """Paper Figure 5: the Fourier MLP, its NQF and the raw-input MLP (experiment kind fourier_powerlaw)."""
+import functools
 import math
 
 import numpy as np
@@ -7,16 +8,15 @@ import torch
 
 import nqf
 from nqf.architectures import FourierMLP
-from nqf.config import validate_config
 from nqf.experiments import fourier_powerlaw as fp
 from nqf.lotka_volterra import logistic_solution
 from nqf.scaling import fit_power_law, power_law_test
 from nqf.training import train
 
+from helpers import kind_config
 
-def config(**over):
-    cfg = validate_config({"experiments": {"f": {"kind": "fourier_powerlaw", **over}}})
-    return cfg["experiments"]["f"]
+
+config = functools.partial(kind_config, "fourier_powerlaw")
 
 
 @pytest.mark.parametrize("theta", [0.0, 0.5, 1.0])

@@ -64,11 +64,11 @@ def test_a_broken_kind_is_named(changes, message):
 # even with .get(key, default), raises StageKeyError here.
 def _small_experiments() -> dict:
     import yaml
-    from pathlib import Path
 
+    from helpers import ROOT
     from nqf.config import validate_config
 
-    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "test.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
     raw["experiments"]["fourier_small"] = {"kind": "fourier_powerlaw", "P": 8, "M": 32, "thetas": [0.0],
                                            "seeds": [0], "steps": 1500, "loss": "half_sum", "n_record": 50, "raw_width": 4,
                                            "raw_seeds": [0], "raw_steps": 50}

@@ -1,26 +1,19 @@
 """Reliability through the snakemake CLI: unusable result files are named and regenerated, and
 the same config gives identical results twice (issue 9)."""
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import xarray as xr
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import read_test_config, snakemake
+
 pytestmark = pytest.mark.workflow
-
-
-def snakemake(workdir, *args):
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(workdir), "--cores", "2", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
 
 
 def small_config(tmp_path, ids=("featurewise", "collapse")) -> Path:
     """Experiments of config/test.yaml (one deterministic init, one with Gaussian seeds)."""
-    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    cfg = read_test_config()
     cfg["experiments"] = {k: v for k, v in cfg["experiments"].items() if k in ids}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -31,7 +24,7 @@ def small_config(tmp_path, ids=("featurewise", "collapse")) -> Path:
 def test_unusable_input_is_named_and_regenerated(tmp_path, damage):
     cfg = small_config(tmp_path, ids=("featurewise",))
     work = tmp_path / "run"
-    first = snakemake(work, "--configfile", str(cfg))
+    first = snakemake(work, "--configfile", str(cfg), check=False)
     assert first.returncode == 0, first.stderr[-3000:]
     data = work / "results" / "data" / "featurewise.nc"
     if damage == "truncated":
@@ -39,14 +32,14 @@ def test_unusable_input_is_named_and_regenerated(tmp_path, damage):
         data.write_bytes(raw[: len(raw) // 2])
     else:
         xr.Dataset({"x": ("i", [1.0, 2.0])}).to_netcdf(data, engine="netcdf4")
-    broken = snakemake(work, "--configfile", str(cfg))
+    broken = snakemake(work, "--configfile", str(cfg), check=False)
     text = broken.stdout + broken.stderr
     assert broken.returncode != 0
     # one sentence naming the file and the rule that makes it, no traceback from nqf
     assert "nqf: The " in text and "featurewise.nc" in text and "rule 'data'" in text
     assert "moved aside" in text
     assert not data.exists() and data.with_name(data.name + ".unusable").exists()
-    again = snakemake(work, "--configfile", str(cfg))
+    again = snakemake(work, "--configfile", str(cfg), check=False)
     assert again.returncode == 0, again.stderr[-3000:]
     with xr.open_dataset(data, engine="netcdf4") as ds:
         assert "nqf_version" in ds.attrs and "A_diag" in ds
@@ -56,7 +49,7 @@ def test_same_config_twice_gives_identical_results(tmp_path):
     cfg = small_config(tmp_path)
     runs = []
     for name in ("a", "b"):
-        proc = snakemake(tmp_path / name, "--configfile", str(cfg))
+        proc = snakemake(tmp_path / name, "--configfile", str(cfg), check=False)
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs.append(tmp_path / name / "results")
     files = sorted(p.relative_to(runs[0]) for p in runs[0].rglob("*.nc"))
@@ -70,18 +63,19 @@ def test_same_config_twice_gives_identical_results(tmp_path):
 
 
 def test_divergence_stops_or_is_recorded(tmp_path):
-    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    cfg = read_test_config()
     exp = cfg["experiments"]["featurewise"]
     exp["lr"] = 10.0  # r_1 = 1: GD is stable only for lr < 2
     cfg["experiments"] = {"featurewise": exp}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    stop = snakemake(tmp_path / "stop", "--configfile", str(path))
+    stop = snakemake(tmp_path / "stop", "--configfile", str(path), check=False)
     text = stop.stdout + stop.stderr
     assert stop.returncode != 0
     assert "nqf: Training diverged at step" in text and "lr < 2" in text
     assert "Traceback" not in text
-    record = snakemake(tmp_path / "record", "--configfile", str(path), "--config", "on_divergence=record")
+    record = snakemake(tmp_path / "record", "--configfile", str(path), "--config", "on_divergence=record",
+                       check=False)
     assert record.returncode == 0, record.stderr[-3000:]
     rows = (tmp_path / "record" / "results" / "summary.csv").read_text().splitlines()
     assert len(rows) == 2 and "run gd diverged" in rows[1] and "False" in rows[1]

@@ -1,4 +1,5 @@
 """Paper Figure 3 (right), Theorem 9: the feature-wise power law and the resolved-to-merged crossover."""
+import functools
 import math
 
 import numpy as np
@@ -6,21 +7,16 @@ import pytest
 import torch
 
 import nqf
-from nqf.config import validate_config
 from nqf.experiments import featurewise_powerlaw as F
 from nqf.losses import loss_factor
 from nqf.lotka_volterra import LotkaVolterra
 from nqf.scaling import count_drops, count_resolved
 from nqf.training import log_step_grid
 
+from helpers import small_m_config
 
-def config(m=None, **over):
-    """A validated config; ``m`` may go below the schema's minimum of 20 for unit tests of the
-    data and dynamics (the schema keeps workflow runs at sizes a power law needs)."""
-    cfg = validate_config({"experiments": {"x": {"kind": F.KIND, **over}}})["experiments"]["x"]
-    if m is not None:
-        cfg["m"] = m
-    return cfg
+
+config = functools.partial(small_m_config, F.KIND)
 
 
 @pytest.mark.parametrize("m, alpha1, alpha2", [(40, 2.0, 0.8), (25, 1.5, 1.3)])

@@ -4,9 +4,10 @@ imports another kind: shared code lives in the library or in nqf.experiments' he
 import ast
 from pathlib import Path
 
+import helpers
 from nqf.experiments import KINDS
 
-ROOT = Path(__file__).resolve().parents[1] / "nqf"
+ROOT = helpers.ROOT / "nqf"
 
 
 def _module_name(path: Path) -> str:

@@ -6,40 +6,25 @@ the flow multiplies it by exp(eta g), so it reaches half saturation later than T
 rectangular model's partner modes (r = -r_k, C_kk' = -C_kk) start at z_k'(0) ~ eps and decay at
 rate r_k, adding C_kk z_k'(0) / r_k to ln z_k: an advance of C_kk z_k'(0) / (r_k^2 t*_k) relative.
 """
+import functools
+
 import numpy as np
 import pytest
 import torch
 
 import nqf
-from nqf.config import validate_config
 from nqf.experiments import collapse
-from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
+from nqf.experiments.common import CHECKS
 from nqf.losses import loss_factor
+
+from helpers import claim_rows, kind_config, stage_chain
 
 SMALL = dict(architectures=["diagonal", "rectangular"], r=[1.0, 0.4], eps=[1e-3, 1e-6], seeds=2, tau_max=3.5,
              n_record=120)
 
 
-def config(**over):
-    return validate_config({"experiments": {"c": {"kind": "collapse", **over}}})["experiments"]["c"]
-
-
-def pipeline(cfg, structure_edit=None):
-    """make_data -> structure -> theory -> train (one run per architecture and eps) -> fit;
-    ``structure_edit`` tampers with the structure the theory and fit see."""
-    data = collapse.make_data(cfg)
-    structure, _ = structure_dataset(form_from_dataset(data), data["y"].values)
-    runs = {run: collapse.train_run(data, collapse.run_config(cfg, run), run, device="cpu")
-            for run in collapse.runs(cfg)}
-    if structure_edit is not None:
-        structure = structure_edit(structure)
-    theory = collapse.theory(structure, cfg)
-    return structure, theory, runs, collapse.fit(structure, theory, runs, cfg)
-
-
-def rows(fit, part=""):
-    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
-            if part in str(q)]
+config = functools.partial(kind_config, "collapse")
+pipeline = functools.partial(stage_chain, collapse)
 
 
 @pytest.mark.parametrize("arch", collapse.ARCHITECTURES)
@@ -70,7 +55,7 @@ def test_ignition_times_collapse_as_eps_falls():
     rel = np.abs(tau - fit["tau_star_theorem8"].values) / fit["tau_star_theorem8"].values
     assert np.all(rel <= 1.5 * (fit["gd_delay"].values + fit["partner_advance"].values)), rel
     assert float(fit["partner_advance"].sel(eps=1e-2).max()) > 0.01  # a real term at large eps
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
     assert set(fit["claim_checks"].values) <= set(CHECKS)
     assert all(str(s) for s in fit["claim_source"].values)
     assert all(str(s) for s in fit["claim_tolerance_source"].values)
@@ -92,8 +77,11 @@ def test_loss_conventions_run_on_the_eq26_clock(convention, small_outcome):
     for run, ref in ref_runs.items():
         assert np.array_equal(runs[run]["step"].values, ref["step"].values)
         assert np.allclose(runs[run]["time"].values, ref["time"].values, rtol=1e-10, atol=0)
-        assert np.allclose(runs[run]["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+        # The loss falls towards 0 (here to 6e-9 from 0.15): rounding in the iterates is relative to
+        # the largest loss, not to each value, so atol = rtol * max |loss| (atol=0 asked 1e-10 of 6e-9).
+        assert np.allclose(runs[run]["loss"].values, ref["loss"].values, rtol=1e-10,
+                           atol=1e-10 * np.abs(ref["loss"].values).max())
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
 
 
 FAST = dict(r=[2.0, 0.8], eps=[1e-2, 1e-6], seeds=2, tau_max=3.5, lr=0.05, n_record=120)
@@ -103,7 +91,7 @@ def test_faster_modes_and_a_larger_lr_pass_every_row():
     """r = (2, 0.8), lr 0.05: GD ignites mode 1 late by ~2.4 % (eta r / 4 = 2.5 %), above the
     former fixed 2 %; the budget follows, and every row passes."""
     *_, fit = pipeline(config(**FAST))
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
     rel = np.abs(fit["tau_star_measured"] - fit["tau_star_theorem8"]) / fit["tau_star_theorem8"]
     assert float(rel.max()) > 0.02
 
@@ -112,5 +100,5 @@ def test_a_wrong_theory_fails():
     """The same GD runs against Theorem 8 with every r_k 30 % too large: each GD-vs-Theorem-8
     row fails (budgets of a few per cent against a ~25 % disagreement)."""
     *_, fit = pipeline(config(**FAST), structure_edit=lambda st: st.assign(r=st["r"] * 1.3))
-    checked = rows(fit, "GD ignition vs Theorem 8")
+    checked = claim_rows(fit, "GD ignition vs Theorem 8")
     assert checked and not any(ok for _, ok in checked), checked

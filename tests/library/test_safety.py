@@ -2,7 +2,6 @@
 eval/exec or an unpickler, and the theory code handles eps down to 1e-30 and modes that never
 switch on (r_k <= 0) without overflow, NaN or warnings (RuntimeWarning is an error in this suite)."""
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +13,8 @@ from nqf.lotka_volterra import glv, logistic_solution
 from nqf.stability import max_stable_lr
 from nqf.staircase import staircase, staircase_from_init
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 SOURCES = sorted([*(ROOT / "nqf").rglob("*.py"), *(ROOT / "workflow").rglob("*.py"),
                   *(ROOT / "workflow").rglob("*.smk"), ROOT / "Snakefile"])
 

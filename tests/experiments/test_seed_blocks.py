@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
-import yaml
 
 from nqf import experiments as E
 from nqf.config import ConfigError, validate_config
 from nqf.netcdf import write_dataset, open_result
 
-with open("config/test.yaml") as fh:
-    TEST_EXPERIMENTS = yaml.safe_load(fh)["experiments"]
+from helpers import read_test_config
+
+TEST_EXPERIMENTS = read_test_config()["experiments"]
 
 
 def _exp(kind: str, **over) -> dict:

@@ -7,20 +7,22 @@ Tolerances come from gradient descent's own first-order error. GD multiplies z_k
 by its fastest mode, so its ignition is late by about eta zeta_mu / 4 relative, and the error of
 ln f_mu stays below eta zeta_mu^2 t*_mu / 4 (that delay times the growth rate).
 """
+import functools
+
 import numpy as np
 import pytest
 
-from nqf.config import validate_config
 from nqf.experiments import samplewise
 from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
 from nqf.losses import loss_factor
+
+from helpers import claim_rows, kind_config, stage_chain
 
 SMALL = dict(y=[1.0, 0.5, 0.25], entries=[1.0, 2.0], eps=1e-4, steps=2000, n_record=120)
 FAST = dict(y=[2.0, 1.0, 0.5, 0.25], eps=1e-10, lr=0.01, steps=6000)
 
 
-def config(**over):
-    return validate_config({"experiments": {"s": {"kind": "samplewise", **over}}})["experiments"]["s"]
+config = functools.partial(kind_config, "samplewise")
 
 
 def prepared(cfg):
@@ -29,20 +31,7 @@ def prepared(cfg):
     return data, structure
 
 
-def pipeline(cfg, structure_edit=None):
-    """make_data -> structure -> theory -> train -> fit; ``structure_edit`` tampers with the
-    structure the theory and fit see (the run still trains on the true data)."""
-    data, structure = prepared(cfg)
-    run = samplewise.train_run(data, cfg, "gd", device="cpu")
-    if structure_edit is not None:
-        structure = structure_edit(structure)
-    theory = samplewise.theory(structure, cfg)
-    return structure, theory, run, samplewise.fit(structure, theory, {"gd": run}, cfg)
-
-
-def rows(fit, start):
-    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
-            if str(q).startswith(start)]
+pipeline = functools.partial(stage_chain, samplewise)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +50,7 @@ def test_data_matrices_are_mutually_orthogonal():
 
 def test_default_config_passes_every_row_with_budget_tolerances(default_outcome):
     *_, fit = default_outcome
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit, "")
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
     assert set(fit["claim_checks"].values) <= set(CHECKS)
     assert all(str(s) for s in fit["claim_source"].values)
     assert all(str(s) for s in fit["claim_tolerance_source"].values)
@@ -94,12 +83,16 @@ def test_loss_conventions_run_on_the_eq26_clock(convention):
     """GD with lr / c on the convention's loss (c * L_Eq26) takes the very steps of GD with lr on
     Eq. 26: the same time coordinate and Eq. 26 losses (float64 rounding, rtol 1e-10), and every
     claim still passes."""
-    _, _, ref, _ = pipeline(config(lr=0.01, **SMALL))
+    _, _, refs, _ = pipeline(config(lr=0.01, **SMALL))
     c = loss_factor(convention, len(SMALL["y"]))
-    _, _, run, fit = pipeline(config(lr=0.01 / c, loss=convention, **SMALL))
+    _, _, runs, fit = pipeline(config(lr=0.01 / c, loss=convention, **SMALL))
+    ref, run = refs["gd"], runs["gd"]
     assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
-    assert np.allclose(run["loss"].values, ref["loss"].values, rtol=1e-10, atol=0)
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit, "")
+    # The loss falls towards 0 (here to 2e-19 from 0.44): rounding in the iterates is relative to
+    # the largest loss, not to each value, so atol = rtol * max |loss| (atol=0 asked 1e-10 of 2e-19).
+    assert np.allclose(run["loss"].values, ref["loss"].values, rtol=1e-10,
+                       atol=1e-10 * np.abs(ref["loss"].values).max())
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
 
 
 def test_larger_targets_and_smaller_eps_pass_every_row():
@@ -107,7 +100,7 @@ def test_larger_targets_and_smaller_eps_pass_every_row():
     1.8 % (first-order eta zeta / 4 = 2 %) and ln f_1 errs by 0.37 before ignition, far above a
     fixed 3 %; the budget tolerances follow, and every row passes."""
     *_, fit = pipeline(config(**FAST))
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit, "")
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
     assert float(fit["f_max_log_error"].max()) > 0.1
 
 
@@ -120,6 +113,6 @@ def test_a_wrong_theory_fails():
 
     *_, fit = pipeline(config(**FAST), structure_edit=wrong)
     for start in ("sample", "loss drop", "max_t,mu |ln f_GD"):
-        checked = rows(fit, start)
+        checked = claim_rows(fit, start, at_start=True)
         assert checked and not any(ok for _, ok in checked), checked
-    assert all(ok for _, ok in rows(fit, "max |z_Eq36"))
+    assert all(ok for _, ok in claim_rows(fit, "max |z_Eq36", at_start=True))

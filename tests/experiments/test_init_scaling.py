@@ -7,13 +7,15 @@ the slope of t*_k against ln(1/eps) comes out as Theorem 8's times eta r / (2 ln
 ln z_k(0)-dependent time is stretched by 1 + eta r_k / 4; the std of t*_k over n seeds has the
 sampling error nqf.mode_theory.std_relative_error.
 """
+import functools
+
 import numpy as np
 import pytest
 from scipy.special import polygamma
 
 import nqf
 from nqf.closed_forms import corollary4_modes
-from nqf.config import ConfigError, validate_config
+from nqf.config import ConfigError
 from nqf.experiments import init_scaling
 from nqf.experiments.common import CHECKS
 from nqf.ignition import ignition_times
@@ -23,12 +25,14 @@ from nqf.mode_designs import DESIGNS, design, initial_weights, teacher
 from nqf.mode_theory import effective_amplitudes, reduce_modes, std_relative_error
 from nqf.solutions import theorem16_conditions
 
+from helpers import claim_rows, kind_config, stage_chain
+
 RATES = [1.0, 0.5, 0.25]
 COMMUTING = {"fourier_mlp", "diagonal_net", "phase_retrieval", "matrix_sensing"}
 
 
 def config(**over):
-    return validate_config({"experiments": {"i": {"kind": "init_scaling", "modules": [], **over}}})["experiments"]["i"]
+    return kind_config("init_scaling", **{"modules": [], **over})
 
 
 def prepared(name, rates=RATES, width=4):
@@ -99,22 +103,7 @@ def test_predict_from_the_aligned_init_ignites_at_theorem8(name):
     assert np.allclose(t_pred, np.log((1 - eps) / eps) / np.asarray(RATES), rtol=1e-12)  # c_k = z*_k
 
 
-def pipeline(cfg, structure_edit=None):
-    """make_data -> structure -> theory -> train (one run per architecture) -> fit;
-    ``structure_edit`` tampers with the structure the theory and fit see."""
-    data = init_scaling.make_data(cfg)
-    structure = init_scaling.structure(data, cfg)
-    runs = {a: init_scaling.train_run(data, init_scaling.run_config(cfg, a), a, device="cpu")
-            for a in cfg["architectures"]}
-    if structure_edit is not None:
-        structure = structure_edit(structure)
-    theory = init_scaling.theory(structure, cfg)
-    return structure, theory, runs, init_scaling.fit(structure, theory, runs, cfg)
-
-
-def rows(fit, part=""):
-    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
-            if part in str(q)]
+pipeline = functools.partial(stage_chain, init_scaling)
 
 
 @pytest.mark.parametrize("name", ["mlp", "mha", "moe", "fourier_mlp", "matrix_sensing", "rectangular_sensing"])
@@ -125,7 +114,7 @@ def test_gd_slopes_match_one_over_a_zeta(name):
     eps = [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
     cfg = config(architectures=[name], eps=eps, seeds=0, lr=0.04, steps=2100, n_record=300)
     _, theory, _, fit = pipeline(cfg)
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
     slope = fit["slope_measured"].values[0]
     r = np.asarray(RATES)
     gd_factor = 0.04 * r / (2 * np.log1p(0.04 * r / 2))
@@ -174,7 +163,7 @@ def test_seed_scatter_from_each_seeds_own_init(scatter):
 
 
 def test_every_row_passes_and_is_labelled(scatter):
-    assert bool(np.all(scatter["claim_passed"].values)), rows(scatter)
+    assert bool(np.all(scatter["claim_passed"].values)), claim_rows(scatter)
     assert set(scatter["claim_checks"].values) <= set(CHECKS)
     assert all(str(s) for s in scatter["claim_source"].values)
     assert all(str(s) for s in scatter["claim_tolerance_source"].values)
@@ -189,11 +178,11 @@ def test_a_wrong_theory_fails(scatter_outcome):
     wrong = structure.assign(r=structure["r"] * 1.3, zeta=structure["zeta"] * 1.3)
     fit = init_scaling.fit(wrong, init_scaling.theory(wrong, cfg), runs, cfg)
     for part in ("slope of t*", "|t*_GD - t*_Thm8|", "own init"):
-        checked = rows(fit, part)
+        checked = claim_rows(fit, part)
         assert checked and not any(ok for _, ok in checked), checked
     uncoupled = theory.assign(scatter_ordered=theory["scatter_contract"])
     fit = init_scaling.fit(structure, uncoupled, runs, cfg)
-    assert rows(fit, "mlp mode 3: std of t*") == [("mlp mode 3: std of t* over 256 seeds", False)]
+    assert claim_rows(fit, "mlp mode 3: std of t*") == [("mlp mode 3: std of t* over 256 seeds", False)]
 
 
 @pytest.mark.parametrize("convention", ["half_mean", "sum"])
@@ -211,8 +200,11 @@ def test_loss_conventions_run_on_the_eq26_clock(convention):
     run = runs["diagonal_net"]
     assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
     assert np.allclose(run["z_aligned"].values, ref["z_aligned"].values, rtol=1e-10, atol=0)
-    assert np.allclose(run["loss_aligned"].values, ref["loss_aligned"].values, rtol=1e-10, atol=0)
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+    # The loss falls towards 0 (here to 2e-11 from 0.29): rounding in the iterates is relative to
+    # the largest loss, not to each value, so atol = rtol * max |loss| (atol=0 asked 1e-10 of 2e-11).
+    assert np.allclose(run["loss_aligned"].values, ref["loss_aligned"].values, rtol=1e-10,
+                       atol=1e-10 * np.abs(ref["loss_aligned"].values).max())
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
 
 
 def test_faster_rates_and_a_larger_lr_pass_every_row():
@@ -222,7 +214,7 @@ def test_faster_rates_and_a_larger_lr_pass_every_row():
     cfg = config(architectures=["mlp", "rectangular_sensing"], rates=[2.0, 1.0, 0.5],
                  eps=[1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6], seeds=0, lr=0.08, steps=500, n_record=250)
     *_, fit = pipeline(cfg)
-    assert bool(np.all(fit["claim_passed"].values)), rows(fit)
+    assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
     assert float(np.max(fit["slope_measured"] / fit["slope_predicted"] - 1)) > 0.03
 
 

@@ -1,22 +1,19 @@
 """Theorems 10-11: the sample-wise power law L ~ t^-(2 gamma1 - 1)/gamma2 on orthogonal samples."""
+import functools
+
 import numpy as np
 import pytest
 
 import nqf
 from nqf.closed_forms import theorem5, theorem5_ignition_times
-from nqf.config import validate_config
 from nqf.experiments import samplewise, samplewise_powerlaw as S
 from nqf.losses import loss_factor
 from nqf.lotka_volterra import LotkaVolterra
 
+from helpers import small_m_config
 
-def config(m=None, **over):
-    """A validated config; ``m`` may go below the schema's minimum of 20 for unit tests of the
-    data and dynamics (the schema keeps workflow runs at sizes a power law needs)."""
-    cfg = validate_config({"experiments": {"x": {"kind": S.KIND, **over}}})["experiments"]["x"]
-    if m is not None:
-        cfg["m"] = m
-    return cfg
+
+config = functools.partial(small_m_config, S.KIND)
 
 
 @pytest.mark.parametrize("m, gamma1, gamma2, zeta1, entries", [

@@ -1,15 +1,16 @@
 """Determinism (issue 9): the same seed gives bit-identical trajectories, a different seed gives
 different ones, and every run records the seeds it used."""
 import numpy as np
-import yaml
 
 from nqf.config import validate_config
 from nqf.experiments import featurewise_powerlaw as fpl
 from nqf.experiments import teacher_student as ts
 
+from helpers import read_test_config
+
 
 def config_of(kind_id):
-    cfg = yaml.safe_load(open("config/test.yaml"))["experiments"][kind_id]
+    cfg = read_test_config()["experiments"][kind_id]
     return validate_config({"experiments": {kind_id: cfg}})["experiments"][kind_id]
 
 

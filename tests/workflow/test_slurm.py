@@ -1,20 +1,20 @@
-"""The workflow on a real one-node SLURM cluster (tests/slurm/run_slurm_test.sh).
+"""The workflow on a real one-node SLURM cluster (tests/workflow/slurm/run_slurm_test.sh).
 
 Skipped unless NQF_SLURM_TEST=1: it installs Debian's slurm-wlm and munge when missing (root),
 starts private munged/slurmctld/slurmd daemons on loopback, runs the DAG through
 snakemake-executor-plugin-slurm with profiles/slurm and again locally, and checks that every
 job ran as a SLURM job and that both runs give the same NetCDF results. CI runs it as its own
-step (.ci/run); locally: NQF_SLURM_TEST=1 .venv/bin/python -m pytest -x -q tests/test_slurm.py
+step (.ci/run); locally: NQF_SLURM_TEST=1 .venv/bin/python -m pytest -x -q tests/workflow/test_slurm.py
 """
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "tests" / "slurm" / "run_slurm_test.sh"
+from helpers import ROOT
+
+SCRIPT = ROOT / "tests" / "workflow" / "slurm" / "run_slurm_test.sh"
 
 pytestmark = [
     pytest.mark.workflow,

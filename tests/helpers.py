@@ -1,0 +1,76 @@
+"""Plain helpers shared by test files, where a fixture does not fit (they take arguments and are
+called inside tests and module fixtures). Importable as ``helpers``: pyproject's pytest
+``pythonpath`` puts tests/ on sys.path."""
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+
+
+def read_test_config() -> dict:
+    """config/test.yaml (the tiny config of the workflow tests), a fresh dict on every call."""
+    return yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+
+
+# -- experiments ---------------------------------------------------------------------------------
+
+def kind_config(kind: str, **keys) -> dict:
+    """One experiment of ``kind`` with ``keys``, validated (the schema fills the defaults)."""
+    from nqf.config import validate_config
+
+    return validate_config({"experiments": {"e": {"kind": kind, **keys}}})["experiments"]["e"]
+
+
+def small_m_config(kind: str, m=None, **keys) -> dict:
+    """:func:`kind_config`; ``m`` may go below the schema's minimum of 20 for unit tests of the
+    data and dynamics (the schema keeps workflow runs at sizes a power law needs)."""
+    cfg = kind_config(kind, **keys)
+    if m is not None:
+        cfg["m"] = m
+    return cfg
+
+
+def stage_chain(kind, cfg: dict, structure_edit=None):
+    """make_data -> structure -> train -> theory -> fit of the kind module ``kind``, every stage on
+    the whole ``cfg``: one run per id of ``kind.runs(cfg)``, each on ``kind.run_config(cfg, run)``
+    where the kind narrows its config, else on ``cfg``; the structure is the kind's own where it
+    has one, else the generic reduction. ``structure_edit`` tampers with the structure the theory
+    and fit see (the runs still train on the true data). Returns (structure, theory, runs, fit)."""
+    from nqf.experiments.common import form_from_dataset, structure_dataset
+    from nqf.experiments.contract import hook
+
+    data = kind.make_data(cfg)
+    own_structure, narrow = hook(kind, "structure"), hook(kind, "run_config")
+    if own_structure is not None:
+        structure = own_structure(data, cfg)
+    else:
+        structure, _ = structure_dataset(form_from_dataset(data), data["y"].values)
+    runs = {run: kind.train_run(data, narrow(cfg, run) if narrow is not None else cfg, run, device="cpu")
+            for run in kind.runs(cfg)}
+    if structure_edit is not None:
+        structure = structure_edit(structure)
+    theory = kind.theory(structure, cfg)
+    return structure, theory, runs, kind.fit(structure, theory, runs, cfg)
+
+
+def claim_rows(fit, part: str = "", *, at_start: bool = False) -> list[tuple[str, bool]]:
+    """(quantity, passed) of the fit's claims whose quantity contains ``part`` (starts with it
+    where ``at_start``)."""
+    return [(str(q), bool(ok)) for q, ok in zip(fit["claim_quantity"].values, fit["claim_passed"].values)
+            if (str(q).startswith(part) if at_start else part in str(q))]
+
+
+# -- workflow ------------------------------------------------------------------------------------
+
+def snakemake(workdir, *args, check=True) -> subprocess.CompletedProcess:
+    """The snakemake CLI on the repository's Snakefile in ``workdir`` with 2 cores; with ``check``
+    a failure raises with the end of its output."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(workdir), "--cores", "2", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc

@@ -17,8 +17,7 @@ The names are resolved on first use (PEP 562), like the package's own: the regis
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
+from nqf import _lazy_names
 
 # public name -> the submodule that defines it
 _SOURCES = {
@@ -51,16 +50,4 @@ def plot_structure_matrices(paths, x_seed: int = 0, names=None, font_size: float
 __all__ = sorted([*_SOURCES, "plot_structure_matrices"])
 
 
-def __getattr__(name: str):
-    if name in _SOURCES:
-        value = getattr(importlib.import_module(_SOURCES[name]), name)
-    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        value = importlib.import_module(f"{__name__}.{name}")  # nqf.architectures.mlp etc., as after an eager import
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_names(globals(), _SOURCES, __all__)

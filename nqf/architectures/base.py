@@ -107,7 +107,8 @@ class UnitModule(torch.nn.Module, ABC):
         return self.D
 
     def unit_input_norm2(self, x: Any) -> Tensor:
-        """Mean over samples (and positions) of |v|^2, v the vectors the units read in inputs x."""
+        """Mean over samples (and positions) of |v|^2, v the vectors the units read in inputs x
+        (here vector inputs (m, D); modules that read patches or tokens say how)."""
         return x.pow(2).sum(-1).mean()
 
     @staticmethod
@@ -151,8 +152,6 @@ class UnitModule(torch.nn.Module, ABC):
         """The NQF prediction f(0) + Tr[W W^T A(x)], shape (samples, n_outputs)."""
         f0 = self.forward_with(torch.zeros_like(W), x)
         return f0 + self.structure(x).outputs(W).reshape(f0.shape)
-
-
 
 
 def initial_weights(module: UnitModule, seeds: Sequence[int], scales: Sequence[float] = (1.0,)) -> Tensor:

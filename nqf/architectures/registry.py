@@ -122,7 +122,10 @@ def build(name: str, size: Mapping[str, Any] | None = None, *, image=None, **ove
     entry = _entry(name)
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (size or {}).items()}
     if image is not None:
-        sized = entry.module_class.image_size(tuple(image))
+        try:
+            sized = entry.module_class.image_size(tuple(image))
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
         if sized.keys() & kwargs.keys():
             raise ValueError(f"{name}: the image sets {', '.join(sorted(sized.keys() & kwargs.keys()))}; "
                              f"leave it out of the size.")

@@ -44,19 +44,30 @@ _SOURCES = {
 __all__ = [*_SOURCES, "architectures"]
 
 
-def __getattr__(name: str):
-    if name in _SOURCES:
-        value = getattr(importlib.import_module(_SOURCES[name]), name)
-    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        value = importlib.import_module(f"{__name__}.{name}")  # nqf.forms etc., as after an eager import
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # later look-ups skip this function
-    return value
+def _lazy_names(namespace: dict, sources: dict[str, str], public: list[str]):
+    """PEP 562 ``__getattr__`` and ``__dir__`` for the package whose globals are ``namespace``: a
+    name of ``sources`` is read from its submodule on first use, any other name that is a
+    submodule is imported as after an eager import (nqf.forms etc.); later look-ups find the
+    name in the globals and skip the function."""
+    package = namespace["__name__"]
+
+    def __getattr__(name: str):
+        if name in sources:
+            value = getattr(importlib.import_module(sources[name]), name)
+        elif not name.startswith("_") and importlib.util.find_spec(f"{package}.{name}") is not None:
+            value = importlib.import_module(f"{package}.{name}")
+        else:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(public))
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_names(globals(), _SOURCES, __all__)
 
 
 class _Package(types.ModuleType):

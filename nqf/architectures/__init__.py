@@ -5,20 +5,36 @@
 (``structure(x)``) and the reader ``unit_weights()`` of its weights as W (p x d). ``MODULES``
 lists the nonlinear modules (Props. 1-6, Eq. 50), ``QUADRATIC_MODELS`` the exact quadratic
 models of Table 3.
-"""
-from nqf.architectures.activations import ACTIVATIONS, Activation, activation
-from nqf.architectures.attention import MultiHeadAttention
-from nqf.architectures.base import Architecture, UnitModule, unvec, vec
-from nqf.architectures.cnn import OneLayerCNN
-from nqf.architectures.fourier import FourierMLP
-from nqf.architectures.mlp import TwoLayerMLP
-from nqf.architectures.moe import MixtureOfExperts
-from nqf.architectures.query_key import QueryKeyAttention, SelfAttentionReadout, SingleHeadLogits
-from nqf.architectures.registry import ARCHITECTURES, MODULES, QUADRATIC_MODELS
-from nqf.architectures.table3 import (BilinearSequence, DiagonalNet, DiagonalNetTwoFactor, LinearSSL,
-                                      MatrixCompletion, MatrixSensing, PhaseRetrieval, QuadraticUnitModel,
-                                      RectangularSensing, TiedQueryKey)
 
+What experiments need of an architecture, by name (nqf.architectures.registry): ``build(name,
+size, image=..., **overrides)`` from a config's size mapping, ``unit_input_dim``, ``title``,
+``higher_order``, ``input_variables`` / ``read_inputs`` (inputs <-> data-file variables); of any
+module (nqf.architectures.base): ``initial_weights`` (Gaussian W0 per seed and scale) and
+``gaussian_teacher`` (teacher unit weights W*).
+
+The names are resolved on first use (PEP 562), like the package's own: the registry's facts
+(titles, notes) load without torch, the modules with it.
+"""
+from __future__ import annotations
+
+from nqf import _lazy_names
+
+# public name -> the submodule that defines it
+_SOURCES = {
+    **dict.fromkeys(("ACTIVATIONS", "Activation", "activation"), "nqf.architectures.activations"),
+    "MultiHeadAttention": "nqf.architectures.attention",
+    **dict.fromkeys(("UnitModule", "gaussian_teacher", "initial_weights", "unvec", "vec"), "nqf.architectures.base"),
+    "OneLayerCNN": "nqf.architectures.cnn",
+    "FourierMLP": "nqf.architectures.fourier",
+    "TwoLayerMLP": "nqf.architectures.mlp",
+    "MixtureOfExperts": "nqf.architectures.moe",
+    **dict.fromkeys(("QueryKeyAttention", "SelfAttentionReadout", "SingleHeadLogits"), "nqf.architectures.query_key"),
+    **dict.fromkeys(("ARCHITECTURES", "Architecture", "MODULES", "QUADRATIC_MODELS", "build", "higher_order",
+                     "input_variables", "read_inputs", "title", "unit_input_dim"), "nqf.architectures.registry"),
+    **dict.fromkeys(("BilinearSequence", "DiagonalNet", "DiagonalNetTwoFactor", "LinearSSL", "MatrixCompletion",
+                     "MatrixSensing", "PhaseRetrieval", "QuadraticUnitModel", "RectangularSensing", "TiedQueryKey"),
+                    "nqf.architectures.table3"),
+}
 
 
 def plot_structure_matrices(paths, x_seed: int = 0, names=None, font_size: float = 9, dpi: int = 150) -> None:
@@ -31,10 +47,7 @@ def plot_structure_matrices(paths, x_seed: int = 0, names=None, font_size: float
     plot(paths, x_seed=x_seed, names=names, font_size=font_size, dpi=dpi)
 
 
-__all__ = [
-    "ACTIVATIONS", "ARCHITECTURES", "Activation", "Architecture", "BilinearSequence", "DiagonalNet",
-    "DiagonalNetTwoFactor", "FourierMLP", "LinearSSL", "MODULES", "MatrixCompletion", "MatrixSensing",
-    "MixtureOfExperts", "MultiHeadAttention", "OneLayerCNN", "PhaseRetrieval", "QUADRATIC_MODELS",
-    "QuadraticUnitModel", "QueryKeyAttention", "RectangularSensing", "SelfAttentionReadout", "SingleHeadLogits", "TiedQueryKey",
-    "TwoLayerMLP", "UnitModule", "activation", "plot_structure_matrices", "unvec", "vec",
-]
+__all__ = sorted([*_SOURCES, "plot_structure_matrices"])
+
+
+__getattr__, __dir__ = _lazy_names(globals(), _SOURCES, __all__)

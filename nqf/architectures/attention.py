@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from nqf.architectures.base import UnitModule, gaussian, generator, unvec, vec
+from nqf.architectures.base import QUERY_CONTEXT, UnitModule, gaussian, generator, unvec, vec
 from nqf.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -23,6 +23,8 @@ Tensor = torch.Tensor
 
 class MultiHeadAttention(UnitModule):
     """Heads as units; inputs are (x, X): queries (m, D) and contexts (m, D, N)."""
+
+    input_layout = QUERY_CONTEXT
 
     def __init__(self, D: int = 4, d_k: int = 2, d_v: int = 3, width: int = 2, n_outputs: int = 2,
                  seq_len: int = 5, init_std: float = 1.0, seed: int | None = 0,

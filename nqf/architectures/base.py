@@ -10,17 +10,21 @@ units, unit i carrying a flat parameter vector w_i of length p. Each architectur
   (never p x p per sample), over the flattened (sample, output) pairs;
 * ``unit_weights()`` / ``set_unit_weights(W)`` / ``forward_with(W, x)``: the module's weights
   read as W = [w_1 ... w_d] (p x d), so M = W W^T can be tracked while the module trains, the
-  module and its NQF can start from the same W, and the module can be evaluated at any W.
+  module and its NQF can start from the same W, and the module can be evaluated at any W;
+* what experiments need to read and store its inputs: ``input_layout``, ``unit_input_dim``
+  (the length of the vector one unit reads), ``image_size`` / ``image_inputs`` (modules that
+  read images), ``set_readout`` (modules with a fixed readout).
 
 Vec convention: a matrix inside w is stored column-major (Fortran order, columns stacked), the
 convention of the Kronecker identities in the paper's proofs (vec(A X B) = (B^T (x) A) vec X).
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Sequence
 
+import numpy as np
 import torch
 from torch.func import functional_call, vmap
 
@@ -47,12 +51,21 @@ def gaussian(gen: torch.Generator, *shape: int, std: float = 1.0, dtype=torch.fl
     return torch.randn(*shape, generator=gen, dtype=dtype) * std
 
 
+# How a module's inputs are laid out: one (part, axes) per part of what forward() takes (a tensor,
+# or a tuple of them), the axes after the sample axis. Data files store part p of architecture a
+# as a variable over (sample, a_axis, ...) (nqf.architectures.input_variables).
+VECTOR = (("x", ("feature",)),)
+MATRIX = (("x", ("row", "col")),)  # an image, a sensing matrix
+QUERY_CONTEXT = (("query", ("feature",)), ("context", ("feature", "token")))
+
+
 class UnitModule(torch.nn.Module, ABC):
     """A layer of interchangeable units with its structure matrix; see the module docstring."""
 
     n_outputs: int
     z2: bool = True  # theory: unit(-w) = unit(w), so the NQF error is O(|W|^4)
     additive: bool = True  # the layer is a plain sum of its units' outputs
+    input_layout: tuple[tuple[str, tuple[str, ...]], ...] = VECTOR  # see VECTOR above
 
     @property
     @abstractmethod
@@ -88,6 +101,34 @@ class UnitModule(torch.nn.Module, ABC):
     def sample_inputs(self, m: int, gen: torch.Generator) -> Any:
         """m random inputs of the shape forward() takes (standard Gaussian unless stated)."""
 
+    @property
+    def unit_input_dim(self) -> int:
+        """Length of the vector one unit reads: x or a token (D) unless the module says otherwise."""
+        return self.D
+
+    def unit_input_norm2(self, x: Any) -> Tensor:
+        """Mean over samples (and positions) of |v|^2, v the vectors the units read in inputs x
+        (here vector inputs (m, D); modules that read patches or tokens say how)."""
+        return x.pow(2).sum(-1).mean()
+
+    @staticmethod
+    def image_size(image: tuple[int, int]) -> dict:
+        """The constructor's keyword arguments that size the module for (H, W) images."""
+        raise ValueError("this architecture does not read images.")
+
+    def image_inputs(self, images: Tensor) -> Any:
+        """Images (m, H, W) as forward() takes them (for a module sized by ``image_size``)."""
+        raise ValueError(f"{type(self).__name__} does not read images.")
+
+    def set_readout(self, values) -> None:
+        """Overwrite the module's fixed readout (its buffer ``readout``, as in the query-key
+        heads) with ``values`` of its size, so that teacher, module and NQF share one; nothing
+        to do for a module without one."""
+        readout = getattr(self, "readout", None)
+        if readout is not None:
+            with torch.no_grad():
+                readout.copy_(torch.as_tensor(np.asarray(values)).reshape(readout.shape))
+
     def set_unit_weights(self, W: Tensor) -> None:
         """Overwrite the module's parameters with those of W (p x d)."""
         params = dict(self.named_parameters())
@@ -113,23 +154,22 @@ class UnitModule(torch.nn.Module, ABC):
         return f0 + self.structure(x).outputs(W).reshape(f0.shape)
 
 
-@dataclass(frozen=True)
-class Architecture:
-    """Registry entry: how to build a module, and what the theory says about it.
+def initial_weights(module: UnitModule, seeds: Sequence[int], scales: Sequence[float] = (1.0,)) -> Tensor:
+    """W0 of shape (scales x seeds, p, d), scale-major: seed s gives one standard Gaussian G_s
+    (torch generator seeded by s, float64), scaled by each sigma in ``scales``."""
+    G = torch.stack([torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(int(s)),
+                                 dtype=torch.float64) for s in seeds])
+    return torch.cat([float(sigma) * G for sigma in scales])
 
-    ``build(**overrides)`` returns a float64 UnitModule with small default sizes (fast to
-    differentiate, readable when plotted); the module carries p, the unit function, the
-    analytic factored A(x) and the weights -> W reader. ``z2`` is the theory's claim about the
-    per-unit sign symmetry (rate 1/phi vs phi^-1/2); ``exact`` marks the Table 3 models, which
-    are quadratic already, so their NQF has no error at all.
-    """
 
-    name: str
-    title: str
-    reference: str
-    factory: Callable[..., UnitModule]
-    z2: bool
-    exact: bool = False
-
-    def build(self, **overrides) -> UnitModule:
-        return self.factory(**overrides)
+def gaussian_teacher(module: UnitModule, gen: torch.Generator, *, std: float = 1.0, fan_in: bool = False) -> Tensor:
+    """Teacher unit weights W* (p x d) drawn from ``gen``: N(0, std^2) per entry, or with
+    ``fan_in`` N(0, std^2 / fan-in) per block: a block named "v" (an MLP unit's readout) reads
+    the d hidden units, every other block reads one unit input (``unit_input_dim``)."""
+    W = torch.randn(module.p, module.width, generator=gen, dtype=torch.float64) * std
+    if fan_in:
+        start = 0
+        for name, n in module.blocks():
+            W[start:start + n] /= math.sqrt(module.width if name == "v" else module.unit_input_dim)
+            start += n
+    return W

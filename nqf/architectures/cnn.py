@@ -11,7 +11,7 @@ import math
 import torch
 
 from nqf.architectures.activations import activation
-from nqf.architectures.base import UnitModule, gaussian, generator
+from nqf.architectures.base import MATRIX, UnitModule, gaussian, generator
 from nqf.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -19,6 +19,8 @@ Tensor = torch.Tensor
 
 class OneLayerCNN(UnitModule):
     """conv2d(1 -> d channels, kernel kh x kw, no bias) -> phi -> sum over positions -> linear readout."""
+
+    input_layout = MATRIX
 
     def __init__(self, image: tuple[int, int] = (4, 5), kernel: tuple[int, int] = (2, 3), width: int = 3,
                  n_outputs: int = 2, activation_name: str = "tanh", init_std: float = 1.0,
@@ -107,3 +109,17 @@ class OneLayerCNN(UnitModule):
 
     def sample_inputs(self, m: int, gen: torch.Generator) -> Tensor:
         return torch.randn(m, *self.image, generator=gen, dtype=self.K.dtype)
+
+    @property
+    def unit_input_dim(self) -> int:
+        return self.kernel[0] * self.kernel[1]  # a patch
+
+    def unit_input_norm2(self, x: Tensor) -> Tensor:
+        return self.patches(x).pow(2).sum(-1).mean()
+
+    @staticmethod
+    def image_size(image: tuple[int, int]) -> dict:
+        return {"image": tuple(image)}
+
+    def image_inputs(self, images: Tensor) -> Tensor:
+        return images

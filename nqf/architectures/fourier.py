@@ -26,6 +26,9 @@ Tensor = torch.Tensor
 class FourierMLP(UnitModule):
     """Eq. 50 with trainable a (P) and W (P x k); inputs are scalars x (m,)."""
 
+    input_layout = (("x", ()),)
+    unit_input_dim = 1  # the scalar x
+
     def __init__(self, P: int = 6, n_outputs: int = 1, theta: float = 1.0, init_std: float = 1.0,
                  seed: int | None = 0, dtype: torch.dtype = torch.float64, width: int = 1):
         super().__init__()

@@ -63,3 +63,10 @@ class TwoLayerMLP(UnitModule):
 
     def sample_inputs(self, m: int, gen: torch.Generator) -> Tensor:
         return torch.randn(m, self.D, generator=gen, dtype=self.U.dtype)
+
+    @staticmethod
+    def image_size(image: tuple[int, int]) -> dict:
+        return {"D": image[0] * image[1]}
+
+    def image_inputs(self, images: Tensor) -> Tensor:
+        return images.reshape(images.shape[0], -1)  # the flattened pixels

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from nqf.architectures.base import UnitModule, gaussian, generator, unvec, vec
+from nqf.architectures.base import QUERY_CONTEXT, UnitModule, gaussian, generator, unvec, vec
 from nqf.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -26,6 +26,8 @@ def context_covariance_readout(X: Tensor, readout: Tensor) -> Tensor:
 
 
 class _FixedReadout(UnitModule):
+    input_layout = QUERY_CONTEXT
+
     def _init_common(self, D, n_outputs, seq_len, gen, dtype):
         self.D, self.n_outputs, self.seq_len = D, n_outputs, seq_len
         self.register_buffer("readout", gaussian(gen, D, n_outputs, dtype=dtype))
@@ -159,8 +161,11 @@ class SelfAttentionReadout(QueryKeyAttention):
     of :class:`QueryKeyAttention` (w_i = [vec W^Q_i; vec W^K_i]). The logit is linear in the
     query, so averaging the queries averages A: A_c is Eq. 10 with x -> x_avg = X 1_N / N,
     A_c = 1/(2 sqrt d_k) [[0, x_avg u_c^T (x) I_dk], [u_c x_avg^T (x) I_dk, 0]], u_c = Sigma_X Cr[:, c];
-    f(0) = d Cr^T x_avg is not zero. Inputs are sequences X of shape (m, D, N) only.
+    f(0) = d Cr^T x_avg is not zero. Inputs are sequences X of shape (m, D, N) only; an image
+    (H, W) is read as its H rows, tokens of dimension W.
     """
+
+    input_layout = (("x", ("feature", "token")),)
 
     def forward(self, X: Tensor) -> Tensor:
         # logits through each head's D x D matrix W^Q^T W^K: no (m, heads, d_k, N) intermediates,
@@ -202,3 +207,13 @@ class SelfAttentionReadout(QueryKeyAttention):
 
     def sample_inputs(self, m: int, gen: torch.Generator) -> Tensor:
         return torch.randn(m, self.D, self.seq_len, generator=gen, dtype=self.readout.dtype)
+
+    def unit_input_norm2(self, X: Tensor) -> Tensor:
+        return X.pow(2).sum(-2).mean()  # |token|^2, tokens along the last axis
+
+    @staticmethod
+    def image_size(image: tuple[int, int]) -> dict:
+        return {"D": image[1], "seq_len": image[0]}
+
+    def image_inputs(self, images: Tensor) -> Tensor:
+        return images.transpose(-1, -2)  # (m, D = W, N = H): the rows as tokens

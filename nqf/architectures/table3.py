@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.func import vmap
 
-from nqf.architectures.base import UnitModule, gaussian, generator
+from nqf.architectures.base import MATRIX, QUERY_CONTEXT, UnitModule, gaussian, generator
 from nqf.architectures.query_key import context_covariance_readout
 from nqf.factored import BlockBilinearForm, LowRankSymmetricForm
 from nqf.forms import DiagonalForm, StructureForm
@@ -39,6 +39,10 @@ class QuadraticUnitModel(UnitModule):
     @property
     def width(self) -> int:
         return self.W.shape[1]
+
+    @property
+    def unit_input_dim(self) -> int:
+        return getattr(self, "D", self.p)  # the D-vector each factor reads, else the p entries w pairs with
 
     def forward(self, x: Any) -> Tensor:
         per_unit = vmap(vmap(self.unit, in_dims=(0, None)), in_dims=(None, 0))(self.W.T, x)
@@ -122,6 +126,8 @@ class DiagonalNetTwoFactor(QuadraticUnitModel):
 class MatrixSensing(QuadraticUnitModel):
     """PSD matrix sensing / factorisation: y = <S, W W^T>, A = Sym(S) (S need not be symmetric)."""
 
+    input_layout = MATRIX
+
     def __init__(self, n: int = 4, width: int = 2, seed: int | None = 0, dtype=torch.float64):
         super().__init__(n, width, seed, dtype)
 
@@ -143,6 +149,8 @@ class RectangularSensing(QuadraticUnitModel):
 
     Unit i is [u_i (n_out); v_i (n_in)], the i-th columns of U and V.
     """
+
+    input_layout = MATRIX
 
     def __init__(self, n_out: int = 3, n_in: int = 4, width: int = 2, seed: int | None = 0, dtype=torch.float64):
         super().__init__(n_out + n_in, width, seed, dtype)
@@ -168,6 +176,8 @@ class MatrixCompletion(QuadraticUnitModel):
     Unit r is [U[:, r] (n_rows); V[:, r] (n_cols)]; an input is the pair of one-hot vectors
     (e_i, e_j), so A_ij = 1/2 [[0, e_i e_j^T], [e_j e_i^T, 0]] (rank one, stored as e_i and e_j).
     """
+
+    input_layout = (("e_row", ("row",)), ("e_col", ("col",)))  # one-hot row and column
 
     def __init__(self, n_rows: int = 4, n_cols: int = 3, width: int = 2, seed: int | None = 0, dtype=torch.float64):
         super().__init__(n_rows + n_cols, width, seed, dtype)
@@ -200,6 +210,8 @@ class TiedQueryKey(QuadraticUnitModel):
     fixed readout c. A = (x u^T + u x^T) / (2 sqrt d_k), with d_k = width.
     """
 
+    input_layout = QUERY_CONTEXT
+
     def __init__(self, D: int = 4, width: int = 2, seq_len: int = 5, seed: int | None = 0, dtype=torch.float64):
         super().__init__(D, width, seed, dtype)
         self.seq_len = seq_len
@@ -230,6 +242,8 @@ class BilinearSequence(QuadraticUnitModel):
     Unit i is [u_i; v_i] (columns of U, V); A_st = 1/2 [[0, x_s x_t^T], [x_t x_s^T, 0]].
     """
 
+    input_layout = (("source", ("feature",)), ("target", ("feature",)))  # the token pair
+
     def __init__(self, D: int = 4, width: int = 2, seed: int | None = 0, dtype=torch.float64):
         super().__init__(2 * D, width, seed, dtype)
         self.D = D
@@ -255,6 +269,8 @@ class LinearSSL(QuadraticUnitModel):
     The neurons are the rows of the paper's W_t (our columns); an input is the pair of views
     (x, chi); A = Delta Delta^T.
     """
+
+    input_layout = (("view", ("feature",)), ("other", ("feature",)))  # the two views
 
     def __init__(self, D: int = 5, width: int = 2, seed: int | None = 0, dtype=torch.float64):
         super().__init__(D, width, seed, dtype)

@@ -14,6 +14,8 @@ from scipy.optimize import nnls
 from nqf.lotka_volterra import LotkaVolterra
 
 if TYPE_CHECKING:
+    import torch
+
     from nqf.forms import StructureForm
 
 SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "predicted", "measured",
@@ -22,6 +24,16 @@ SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "pre
 # theorem of the paper checked against training (the theorem in ``source``), or a claim of this
 # project (stricter measures, quantities the paper does not report).
 CHECKS = ("paper", "theorem", "ours")
+# A teacher's random stream starts this far past its data seed, away from the students' init
+# seeds (small integers), so that no student starts along the teacher (seed 0 is not the teacher).
+TEACHER_SEED_OFFSET = 1_000_003
+
+
+def teacher_generator(data_seed: int) -> torch.Generator:
+    """The torch generator a kind draws its teacher (and then the teacher's inputs) from."""
+    import torch
+
+    return torch.Generator().manual_seed(TEACHER_SEED_OFFSET + data_seed)
 
 
 def form_to_dataset(form: StructureForm) -> xr.Dataset:

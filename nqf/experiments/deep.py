@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, teacher_generator
 from nqf.losses import flow_lr
 from nqf.training import log_step_grid
 
@@ -43,7 +43,6 @@ KIND = "deep"
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
 TITLES = {"mlp": "4-layer MLP", "attention": "2-layer attention"}
 MODELS = ("deep", "nqf2", "nqf1")
-TEACHER_SEED_OFFSET = 1_000_003
 LABELS = {"deep": "original", "nqf2": "2-layer NQF", "nqf1": "1-layer NQF"}
 PAPER_SOURCE = ("Fig. 8 / App. C: 'under small initialization, the training dynamics of both models are well "
                 "approximated by 2-layer NQFs but not 1-layer NQFs'")
@@ -92,8 +91,7 @@ def make_data(cfg: dict) -> xr.Dataset:
                             "data_seed": cfg["data_seed"], "teacher_std": cfg["teacher_std"]}
     for a in cfg["architectures"]:
         model = build_deep(a, cfg["sizes"][a])
-        # the teacher's stream is offset from the students' init seeds (seed 0 must not be the teacher)
-        gen = torch.Generator().manual_seed(TEACHER_SEED_OFFSET + cfg["data_seed"])
+        gen = teacher_generator(cfg["data_seed"])  # offset from the students' init seeds
         W = model.init(1, cfg["teacher_std"], gen, fan_in=True)
         for split, m in (("train", cfg["n_train"]), ("test", cfg["n_test"])):
             x = model.sample_inputs(m, gen)

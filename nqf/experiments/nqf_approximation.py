@@ -37,12 +37,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from nqf.architectures import higher_order, title, unit_input_dim
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 from nqf.spectra import deviation
 
 if TYPE_CHECKING:
-    import torch
-
     from nqf.architectures import UnitModule
 
 KIND = "nqf_approximation"
@@ -50,15 +49,7 @@ TRACKS_SOURCE = "Fig. 2 (Sec. 7): 'The NQF tracks the original almost exactly ac
 DEPARTS_SOURCE = ("Fig. 2 (Sec. 7): 'At large initialization, the NQF visibly departs from the original, showing "
                   "that the NQF approximation is only valid in the small-initialization regime'")
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
-TITLES = {"mlp": "MLP", "cnn": "CNN", "qk_head": "QK-only head", "mha": "MHA", "moe": "MoE"}
-# Where each module leaves its NQF: the first term Theorem 1 drops (for the summary notes).
-HIGHER_ORDER = {
-    "mlp": "tanh cubic term, error O(|W|^4)",
-    "cnn": "tanh cubic term per patch, error O(|W|^4)",
-    "qk_head": "softmax second order in the logits W^K^T W^Q, error O(|W|^4)",
-    "mha": "Q and K enter at quartic order through the softmax",
-    "moe": "gate tanh cubic term, error O(|W|^4)",
-}
+FIGURE = "Fig. 2"  # the architectures' titles are this figure's (nqf.architectures.title)
 _DATA = ("architectures", "sizes", "n_samples", "n_outputs", "singular_values", "input_norm",
          "data_seed")
 STAGE_KEYS = {
@@ -94,15 +85,13 @@ def run_config(cfg: dict, run: str) -> dict:
     raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
 
 
-RANK_ONE_UNITS = ("mlp", "mlp_gelu", "cnn", "moe")
-
-
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Sizes that must fit together: each module must build, and the rank-r teacher needs
     r <= the student's width d, r <= the output dimension and r <= the input dimension."""
     # torch is imported where needed: the theory, fit and figure jobs run without it
     import torch
 
+    from nqf.architectures import ARCHITECTURES
     from nqf.effective import teacher_weights
 
     problems = []
@@ -115,7 +104,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
             continue
         # A perceptron, CNN kernel or MoE expert unit adds one rank-one term to E; an attention
         # head can add up to d_k (or d_v) of them, so only the former need r units.
-        if arch in RANK_ONE_UNITS and r > module.width:
+        if ARCHITECTURES[arch].rank_one_units and r > module.width:
             problems.append(("singular_values", f"a rank-{r} teacher needs at least {r} units, but the "
                              f"{arch} student has width {module.width}; shorten singular_values or "
                              f"widen sizes.{arch}."))
@@ -129,42 +118,23 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 def build_module(arch: str, size: dict, n_outputs: int, data_seed: int) -> UnitModule:
     """The float64 module of one architecture (its own parameters are never used: W is)."""
-    from nqf.architectures import ARCHITECTURES
+    from nqf.architectures import build
 
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in size.items()}
-    return ARCHITECTURES[arch].build(n_outputs=n_outputs, seed=data_seed, **kwargs)
-
-
-def unit_input_dim(module: UnitModule) -> int:
-    """Length of the vector one unit reads: a patch for the CNN, a token or x otherwise."""
-    kernel = getattr(module, "kernel", None)
-    return kernel[0] * kernel[1] if kernel is not None else module.D
-
-
-def _input_vars(arch: str, x) -> dict:
-    if isinstance(x, tuple):
-        q, X = (t.numpy() for t in x)
-        return {f"{arch}_query": (("sample", f"{arch}_feature"), q),
-                f"{arch}_context": (("sample", f"{arch}_feature", f"{arch}_token"), X)}
-    if x.ndim == 3:
-        return {f"{arch}_x": (("sample", f"{arch}_row", f"{arch}_col"), x.numpy())}
-    return {f"{arch}_x": (("sample", f"{arch}_feature"), x.numpy())}
+    return build(arch, size, n_outputs=n_outputs, seed=data_seed)
 
 
 def inputs_of(data: xr.Dataset, arch: str):
     """The inputs of one architecture stored by :func:`make_data`, as the module takes them."""
-    import torch
+    from nqf.architectures import read_inputs
 
-    if f"{arch}_query" in data:
-        return (torch.as_tensor(data[f"{arch}_query"].values),
-                torch.as_tensor(data[f"{arch}_context"].values))
-    return torch.as_tensor(data[f"{arch}_x"].values)
+    return read_inputs(arch, data, prefix=f"{arch}_")
 
 
 def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: Gaussian inputs, the teacher W*, its E* and the targets f(0) + f_NQF*."""
     import torch
 
+    from nqf.architectures import input_variables
     from nqf.effective import effective_matrix, teacher_weights
 
     m, k, s = cfg["n_samples"], cfg["n_outputs"], cfg["singular_values"]
@@ -182,16 +152,17 @@ def make_data(cfg: dict) -> xr.Dataset:
             f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x)
             y = f0 + module.structure(x).outputs(W_star).reshape(m, k)
             E = effective_matrix(module, W_star)
-        for name, (dims, val) in _input_vars(arch, x).items():
-            variables[name] = (dims, val, {"units": "1", "long_name": f"{TITLES[arch]} inputs"})
+        label = title(arch, FIGURE)
+        for name, (dims, val) in input_variables(arch, x, prefix=f"{arch}_", sample_dim="sample").items():
+            variables[name] = (dims, val, {"units": "1", "long_name": f"{label} inputs"})
         variables[f"{arch}_y"] = (("sample", "output"), y.numpy(), {
-            "units": "1", "long_name": f"{TITLES[arch]} targets f(0) + Tr[W* W*^T A(x)]"})
+            "units": "1", "long_name": f"{label} targets f(0) + Tr[W* W*^T A(x)]"})
         variables[f"{arch}_f0"] = (("sample", "output"), f0.numpy(), {
-            "units": "1", "long_name": f"{TITLES[arch]} output at W = 0 (shared by teacher and student)"})
+            "units": "1", "long_name": f"{label} output at W = 0 (shared by teacher and student)"})
         variables[f"{arch}_teacher_W"] = ((f"{arch}_param", "teacher_unit"), W_star.numpy(), {
-            "units": "1", "long_name": f"{TITLES[arch]} teacher unit weights W*"})
+            "units": "1", "long_name": f"{label} teacher unit weights W*"})
         variables[f"{arch}_teacher_E"] = ((f"{arch}_E_row", f"{arch}_E_col"), E.numpy(), {
-            "units": "1", "long_name": f"{TITLES[arch]} teacher effective matrix E(W*)"})
+            "units": "1", "long_name": f"{label} teacher effective matrix E(W*)"})
         if hasattr(module, "readout"):
             variables[f"{arch}_readout"] = ((f"{arch}_feature", "output"), module.readout.numpy(), {
                 "units": "1", "long_name": "fixed readout Cr of the query-key head"})
@@ -238,20 +209,8 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 def _set_readout(module: UnitModule, data: xr.Dataset, arch: str) -> None:
     """Use the data file's readout, so teacher, module and NQF share it by construction."""
-    import torch
-
     if f"{arch}_readout" in data:
-        with torch.no_grad():
-            module.readout.copy_(torch.as_tensor(data[f"{arch}_readout"].values))
-
-
-def initial_weights(p: int, d: int, init_scales, seeds) -> torch.Tensor:
-    """W0 of shape (init scales x seeds, p, d): seed s gives one Gaussian G_s, scaled by each sigma."""
-    import torch
-
-    G = torch.stack([torch.randn(p, d, generator=torch.Generator().manual_seed(int(s)),
-                                 dtype=torch.float64) for s in seeds])
-    return torch.cat([float(sigma) * G for sigma in init_scales])
+        module.set_readout(data[f"{arch}_readout"].values)
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
@@ -259,12 +218,13 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     import torch
 
     from nqf.approximation import train_side_by_side
+    from nqf.architectures import initial_weights
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     arch, opt = rc["architecture"], rc["optimizer"]
     module = build_module(arch, rc["size"], rc["n_outputs"], rc["data_seed"])
     _set_readout(module, data, arch)
-    W0 = initial_weights(module.p, module.width, rc["init_scales"], rc["seeds"])
+    W0 = initial_weights(module, rc["seeds"], rc["init_scales"])
     steps = int(rc["steps"])
     dtype = torch.float64 if rc["dtype"] == "float64" else torch.float32
     ds = train_side_by_side(module, inputs_of(data, arch), data[f"{arch}_y"].values, W0,
@@ -335,7 +295,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                 checks="paper", source=TRACKS_SOURCE,
                 note=("max over t, k and seeds of |s_k,module - s_k,NQF| / s_k; NQF tracks the module" + adam
                       if d0 <= budget.tolerance else
-                      f"MISS: the module leaves its NQF by more than its truncation error explains ({HIGHER_ORDER[a]})")))
+                      f"MISS: the module leaves its NQF by more than its truncation error explains ({higher_order(a)})")))
             for l in large:
                 dl = float(D_max[i, j, l])
                 s1_init = float(run["s_module"].sel(init_scale=scales[l]).isel(step=0, k=0).mean())
@@ -346,7 +306,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                     tolerance_source=(f"bound: 'visibly departs' read as at least departure_ratio ({ratio:g}) times the "
                                       f"sigma={scales[small]:g} D of the same architecture and optimizer (two deviations "
                                       f"measured on the same grid and seeds), so no error budget enters"),
-                    note=(f"ratio {dl / max(d0, 1e-300):.3g}; departure at large init ({HIGHER_ORDER[a]}); the module's "
+                    note=(f"ratio {dl / max(d0, 1e-300):.3g}; departure at large init ({higher_order(a)}); the module's "
                           f"truncation error there reaches {trunc[i, j, l]:.3g}" if ok else
                           f"MISS: ratio {dl / max(d0, 1e-300):.3g}; {_miss_reason(a, s1_init, s[0])}")))
     ds = xr.Dataset(
@@ -364,7 +324,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
 def _miss_reason(arch: str, s1_init: float, s1: float) -> str:
     """Why a large init did not take the module further from its NQF than learning did."""
     where = (f"at the large init s_1(E(W0)) = {s1_init:.2g} against the teacher's s_1 = {s1:g}, so "
-             f"the module starts no further from its NQF than the learned state is ({HIGHER_ORDER[arch]})")
+             f"the module starts no further from its NQF than the learned state is ({higher_order(arch)})")
     if arch == "qk_head":
         return ("the logit matrix E = W^K^T W^Q / sqrt(d_k) is quadratic in the weights: " + where +
                 "; D is set by the learned state at both scales")
@@ -402,7 +362,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                     ax.axhline(1.0, color="0.7", linewidth=0.6, zorder=0)
                     ax.set_yscale("log")
                     if j == 0:
-                        ax.set_title(TITLES[a])
+                        ax.set_title(title(a, FIGURE))
                     if j == len(opts) - 1:
                         ax.set_xlabel("step")
                     if i == 0:

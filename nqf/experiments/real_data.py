@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from nqf.architectures import higher_order, title
 from nqf.config import ConfigError
 from nqf.datasets import load_digit_task
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
@@ -43,12 +44,7 @@ if TYPE_CHECKING:
 KIND = "real_data"
 READING_KEYS = ("preprocessing",)  # unstated by the paper: each reading is an experiment, labelled in its rows
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
-TITLES = {"mlp": "2-layer MLP (tanh)", "cnn": "1-layer CNN", "qk_self_attention": "self-attention, fixed readout"}
-HIGHER_ORDER = {
-    "mlp": "tanh cubic term, error O(|W|^4)",
-    "cnn": "tanh cubic term per patch, error O(|W|^4)",
-    "qk_self_attention": "softmax second order in the logits, error O(|W|^4)",
-}
+FIGURE = "Fig. 7"  # the architectures' titles are this figure's (nqf.architectures.title)
 _DATA = ("dataset", "path", "n_train", "n_test", "data_seed", "architectures", "sizes", "preprocessing",
          "input_norm", "readout_norm")
 STAGE_KEYS = {
@@ -103,58 +99,23 @@ def run_config(cfg: dict, run: str) -> dict:
 def build_module(arch: str, size: dict, image: tuple[int, int], seed: int = 0) -> UnitModule:
     """The float64 one-output module of ``arch`` sized for ``image`` (H, W) images."""
     # torch is imported where needed: the theory, fit and figure jobs run without it
-    from nqf.architectures import ARCHITECTURES
+    from nqf.architectures import build
 
-    H, Wd = image
-    if arch == "mlp":
-        return ARCHITECTURES["mlp"].build(D=H * Wd, width=size["width"], n_outputs=1, seed=seed)
-    if arch == "cnn":
-        return ARCHITECTURES["cnn"].build(image=(H, Wd), kernel=tuple(size["kernel"]), width=size["width"],
-                                          n_outputs=1, seed=seed)
-    if arch == "qk_self_attention":
-        return ARCHITECTURES["qk_self_attention"].build(D=Wd, d_k=size["d_k"], width=size["width"],
-                                                        n_outputs=1, seq_len=H, seed=seed)
-    raise ValueError(f"Unknown architecture {arch!r}; choose from {', '.join(TITLES)}.")
+    return build(arch, size, image=image, n_outputs=1, seed=seed)
 
 
-def unit_input_dim(arch: str, module: UnitModule) -> int:
-    """Length of the vector one unit reads: the image (MLP), a patch (CNN) or a token (attention)."""
-    if arch == "cnn":
-        return module.kernel[0] * module.kernel[1]
-    return module.D
-
-
-def module_inputs(arch: str, images, scale: float):
-    """Standardised images (m, H, W) as ``arch`` takes them, times ``scale``: flattened for the MLP,
-    as they are for the CNN, and as a sequence of rows (m, D = W, N = H) for the attention."""
+def module_inputs(module: UnitModule, images, scale: float):
+    """Standardised images (m, H, W) as ``module`` takes them (its ``image_inputs``: flattened for
+    the MLP, as they are for the CNN, rows as tokens for the attention), times ``scale``."""
     import torch
 
-    x = torch.as_tensor(np.asarray(images)) * scale
-    if arch == "mlp":
-        return x.reshape(x.shape[0], -1)
-    if arch == "qk_self_attention":
-        return x.transpose(-1, -2)
-    return x
+    return module.image_inputs(torch.as_tensor(np.asarray(images)) * scale)
 
 
-def input_scale(arch: str, module: UnitModule, images: np.ndarray, input_norm: float) -> float:
+def input_scale(module: UnitModule, images: np.ndarray, input_norm: float) -> float:
     """The factor that gives one unit's input RMS norm ``input_norm`` over the training images."""
-    x = module_inputs(arch, images, 1.0)
-    if arch == "cnn":
-        sq = module.patches(x).pow(2).sum(-1).mean()
-    elif arch == "qk_self_attention":
-        sq = x.pow(2).sum(-2).mean()
-    else:
-        sq = x.pow(2).sum(-1).mean()
+    sq = module.unit_input_norm2(module_inputs(module, images, 1.0))
     return float(input_norm / math.sqrt(float(sq)))
-
-
-def set_readout(module: UnitModule, c) -> None:
-    import torch
-
-    if hasattr(module, "readout"):
-        with torch.no_grad():
-            module.readout.copy_(torch.as_tensor(np.asarray(c)).reshape(module.readout.shape))
 
 
 def effective_features(form: BlockBilinearForm) -> torch.Tensor:
@@ -222,7 +183,7 @@ def make_data(cfg: dict) -> xr.Dataset:
         module = build_module(arch, cfg["sizes"][arch], (H, Wd))
         n = n_train_of(cfg, arch)
         attrs[f"{arch}_input_scale"] = (1.0 if cfg["input_norm"] is None else
-                                        input_scale(arch, module, task.x_train[:n], cfg["input_norm"]))
+                                        input_scale(module, task.x_train[:n], cfg["input_norm"]))
     img = {"units": "1", "long_name": ("standardised pixel intensity (training-set mean 0, std 1 per pixel)"
                                        if task.preprocessing == "standardise" else "pixel intensity scaled to [0, 1]")}
     return xr.Dataset(
@@ -242,10 +203,10 @@ def _prepared(data: xr.Dataset, arch: str, size: dict, n: int):
     """(module, train inputs, test inputs, train targets) of ``arch``, its first ``n`` training
     images; the input scale is a statistic of the data (computed by the data stage)."""
     module = build_module(arch, size, (data.sizes["row"], data.sizes["col"]))
-    set_readout(module, data["readout"].values)
+    module.set_readout(data["readout"].values)
     scale = float(data.attrs[f"{arch}_input_scale"])
-    return (module, module_inputs(arch, data["x_train"].values[:n], scale),
-            module_inputs(arch, data["x_test"].values, scale), data["y_train"].values[:n])
+    return (module, module_inputs(module, data["x_train"].values[:n], scale),
+            module_inputs(module, data["x_test"].values, scale), data["y_train"].values[:n])
 
 
 def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
@@ -304,14 +265,6 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
         attrs={"experiment_kind": KIND, "source": data.attrs.get("source", "")})
 
 
-def initial_weights(p: int, d: int, init_scale: float, seeds) -> torch.Tensor:
-    """W0 (seeds, p, d): N(0, init_scale^2) entries, one torch seed per replica."""
-    import torch
-
-    return torch.stack([init_scale * torch.randn(p, d, generator=torch.Generator().manual_seed(int(s)),
-                                                 dtype=torch.float64) for s in seeds])
-
-
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """The module and its NQF from the same W0 for every seed (one tensor program each), with
     the same optimizer; train loss, train and test accuracy and test loss over log-spaced steps."""
@@ -319,6 +272,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     from torch.func import vmap
 
     from nqf.approximation import ModuleReplicas
+    from nqf.architectures import initial_weights
     from nqf.quadratic import QuadraticModel, resolve_device
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
@@ -330,7 +284,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     x, x_test = x.to(dev, dtype), x_test.to(dev, dtype)
     y = torch.as_tensor(y, device=dev, dtype=dtype)
     y_test = torch.as_tensor(data["y_test"].values, device=dev, dtype=dtype)
-    W0 = initial_weights(module.p, module.width, rc["init_scale"], rc["seeds"]).to(dev, dtype)
+    W0 = initial_weights(module, rc["seeds"], [rc["init_scale"]]).to(dev, dtype)
     with torch.no_grad():
         f0 = module.forward_with(torch.zeros_like(W0[0]), x)
         f0_test = module.forward_with(torch.zeros_like(W0[0]), x_test)[:, 0]
@@ -352,7 +306,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     kwargs = dict(lr=float(rc["lr"]), steps=steps, optimizer=rc["optimizer"], n_record=rc["n_record"],
                   loss=rc.get("loss", "mean"),
                   replica_dim="seed", replica_coords=list(rc["seeds"]),
-                  divergence_hint=f" for the {TITLES[arch]} with {rc['optimizer']}")
+                  divergence_hint=f" for the {title(arch, FIGURE)} with {rc['optimizer']}")
     mod = train(ModuleReplicas(module, x, W0), y[:, None], record=record_module, **kwargs)
     nqf_ds = train(QuadraticModel(module.structure(x), W0, device=dev, dtype=dtype), (y[:, None] - f0),
                    record=record_nqf, **kwargs)
@@ -459,7 +413,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                 f"{vals['loss_nqf'][i].mean():.4g}; final test accuracy module {vals['test_accuracy_module'][i].mean():.3f}, "
                 f"NQF {vals['test_accuracy_nqf'][i].mean():.3f} (least-squares NQF "
                 f"{float(theory_ds['ls_test_accuracy'].sel(arch=a)):.3f})")
-        why = (f"; the module leaves its NQF ({HIGHER_ORDER[a]}) before the NQF reaches its floor")
+        why = (f"; the module leaves its NQF ({higher_order(a)}) before the NQF reaches its floor")
         ok_loss = per["max_loss_gap"][i] <= thr
         claims.append(Claim(
             f"{a}: train losses agree up to the NQF's floor step (max relative gap <= {thr:g})", 0.0,
@@ -540,7 +494,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                     for ax in axes[:, i]:
                         ax.axvline(x, color=col, linestyle=ls, linewidth=0.9)
             axes[0, i].set_yscale("log")
-            axes[0, i].set_title(f"{TITLES[a]}\np = {run.attrs['p']}, d = {run.attrs['width']}, "
+            axes[0, i].set_title(f"{title(a, FIGURE)}\np = {run.attrs['p']}, d = {run.attrs['width']}, "
                                  f"{run.attrs.get('n_train', '?')} train images", fontsize=font_size)
             axes[1, i].axhline(float(theory_ds["ls_test_accuracy"].sel(arch=a)), color="0.4", linestyle=":",
                                linewidth=1.0)

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import Claim, claims_dataset
+from nqf.architectures import title
+from nqf.experiments.common import Claim, claims_dataset, teacher_generator
 from nqf.losses import flow_lr
 from nqf.training import progress_message
 
@@ -54,8 +55,7 @@ if TYPE_CHECKING:
 
 KIND = "teacher_student"
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
-TEACHER_SEED_OFFSET = 1_000_003
-TITLES = {"mlp": "MLP 20-100-1 (tanh)", "qk_head": "QK-only attention (4 heads)"}
+FIGURE = "Fig. 6"  # the architectures' titles are this figure's (nqf.architectures.title)
 _DATA = ("architectures", "sizes", "teacher_std", "teacher_fan_in", "n_probe", "data_seed")
 PAPER_SOURCE = ("Fig. 6 / App. C: 'the trajectories of two student models match for the first 100 steps "
                 "and then they become different' (loss curves, mean +- 1 std over 5 runs)")
@@ -85,53 +85,21 @@ def run_config(cfg: dict, run: str) -> dict:
             "steps": cfg["steps"][run], **{k: cfg[k] for k in shared}}
 
 
-def build_module(arch: str, size: dict, data_seed: int) -> UnitModule:
-    """The float64 student/teacher module (one output); its readout (QK head) comes from data_seed."""
-    # torch is imported where needed: the fit and figure jobs run without it
-    from nqf.architectures import ARCHITECTURES
-
-    return ARCHITECTURES[arch].build(n_outputs=1, seed=data_seed, **size)
-
-
-def teacher_weights(module: UnitModule, std: float, fan_in: bool, gen: torch.Generator) -> torch.Tensor:
-    """Teacher unit weights W* (p x d): N(0, std^2) per entry, or N(0, std^2 / fan-in) of each
-    block (the module's own initialisation) when ``fan_in``."""
-    import torch
-
-    W = torch.randn(module.p, module.width, generator=gen, dtype=torch.float64) * std
-    if fan_in:  # the readout v of an MLP unit reads the d hidden units; every other block reads x
-        start = 0
-        for name, n in module.blocks():
-            W[start:start + n] /= math.sqrt(module.width if name == "v" else module.D)
-            start += n
-    return W
-
-
-def _inputs_vars(arch: str, x) -> dict:
-    if isinstance(x, tuple):
-        q, X = (t.numpy() for t in x)
-        return {f"{arch}_probe_query": (("probe", f"{arch}_feature"), q),
-                f"{arch}_probe_context": (("probe", f"{arch}_feature", f"{arch}_token"), X)}
-    return {f"{arch}_probe_x": (("probe", f"{arch}_feature"), x.numpy())}
-
-
 def probe_inputs(data: xr.Dataset, arch: str):
     """The probe inputs of one architecture, as the module takes them."""
-    import torch
+    # torch is imported where needed: the fit and figure jobs run without it
+    from nqf.architectures import read_inputs
 
-    if f"{arch}_probe_query" in data:
-        return (torch.as_tensor(data[f"{arch}_probe_query"].values),
-                torch.as_tensor(data[f"{arch}_probe_context"].values))
-    return torch.as_tensor(data[f"{arch}_probe_x"].values)
+    return read_inputs(arch, data, prefix=f"{arch}_probe_")
 
 
 def _module_for(data: xr.Dataset, arch: str, size: dict, data_seed: int) -> UnitModule:
-    import torch
+    """The float64 student/teacher module (one output) with the data file's readout (QK head)."""
+    from nqf.architectures import build
 
-    module = build_module(arch, size, int(data_seed))
+    module = build(arch, size, n_outputs=1, seed=int(data_seed))
     if f"{arch}_readout" in data:
-        with torch.no_grad():
-            module.readout.copy_(torch.as_tensor(data[f"{arch}_readout"].values))
+        module.set_readout(data[f"{arch}_readout"].values)
     return module
 
 
@@ -139,25 +107,27 @@ def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: the teacher W*, the fixed readout (QK head), probe inputs and targets."""
     import torch
 
+    from nqf.architectures import build, gaussian_teacher, input_variables
+
     variables: dict = {}
     attrs = {"experiment_kind": KIND, "architectures": ",".join(cfg["architectures"]),
              "data_seed": cfg["data_seed"], "teacher_std": cfg["teacher_std"],
              "teacher_fan_in": int(cfg["teacher_fan_in"])}
     for arch in cfg["architectures"]:
-        module = build_module(arch, cfg["sizes"][arch], cfg["data_seed"])
-        # offset from the students' init seeds, so that no student starts along the teacher
-        gen = torch.Generator().manual_seed(TEACHER_SEED_OFFSET + cfg["data_seed"])
-        W_star = teacher_weights(module, cfg["teacher_std"], cfg["teacher_fan_in"], gen)
+        module = build(arch, cfg["sizes"][arch], n_outputs=1, seed=cfg["data_seed"])
+        gen = teacher_generator(cfg["data_seed"])
+        W_star = gaussian_teacher(module, gen, std=cfg["teacher_std"], fan_in=cfg["teacher_fan_in"])
         x = module.sample_inputs(cfg["n_probe"], gen)
         with torch.no_grad():
             y = module.forward_with(W_star, x)
             f0 = module.forward_with(torch.zeros_like(W_star), x)
-        for name, (dims, val) in _inputs_vars(arch, x).items():
-            variables[name] = (dims, val, {"units": "1", "long_name": f"{TITLES[arch]} probe inputs (standard Gaussian)"})
-        variables[f"{arch}_probe_y"] = ("probe", y[:, 0].numpy(), {"units": "1", "long_name": f"{TITLES[arch]} teacher output on the probe set"})
-        variables[f"{arch}_probe_f0"] = ("probe", f0[:, 0].numpy(), {"units": "1", "long_name": f"{TITLES[arch]} output at W = 0 on the probe set"})
+        label = title(arch, FIGURE)
+        for name, (dims, val) in input_variables(arch, x, prefix=f"{arch}_probe_", sample_dim="probe").items():
+            variables[name] = (dims, val, {"units": "1", "long_name": f"{label} probe inputs (standard Gaussian)"})
+        variables[f"{arch}_probe_y"] = ("probe", y[:, 0].numpy(), {"units": "1", "long_name": f"{label} teacher output on the probe set"})
+        variables[f"{arch}_probe_f0"] = ("probe", f0[:, 0].numpy(), {"units": "1", "long_name": f"{label} output at W = 0 on the probe set"})
         variables[f"{arch}_teacher_W"] = ((f"{arch}_param", f"{arch}_unit"), W_star.numpy(), {
-            "units": "1", "long_name": f"{TITLES[arch]} teacher unit weights W* (p x d)"})
+            "units": "1", "long_name": f"{label} teacher unit weights W* (p x d)"})
         if hasattr(module, "readout"):
             variables[f"{arch}_readout"] = ((f"{arch}_feature", "output"), module.readout.numpy(), {
                 "units": "1", "long_name": "fixed Gaussian readout c, shared by teacher and students"})
@@ -199,12 +169,11 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Ignition step of the NQF's top mode (Theorems 6/8 on the one-mode GLV, half saturation):
     t* = ln(r / (C z0)) / r with z0 = E[psi^T W0 W0^T psi] = eps^2 d, in steps t* / (c lr) with c
     the loss convention's factor for a minibatch (the Eq. 26 flow advances c lr per step)."""
-    from nqf.architectures import ARCHITECTURES
+    from nqf.architectures import build
 
     archs = list(structure_ds["arch"].values)
     r, C = structure_ds["r"].values, structure_ds["C"].values
-    z0 = np.array([cfg["init_std"] ** 2 * ARCHITECTURES[a].build(n_outputs=1, **cfg["sizes"][a]).width
-                   for a in archs])
+    z0 = np.array([cfg["init_std"] ** 2 * build(a, cfg["sizes"][a], n_outputs=1).width for a in archs])
     lr = np.array([flow_lr(cfg["lr"][a], cfg["loss"], cfg["batch_size"]) for a in archs], float)
     t_star = np.log(r / (C * z0)) / r
     return xr.Dataset(
@@ -309,13 +278,13 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     """Module and NQF of one architecture for every seed (CPU float64: the step is tiny)."""
     import torch
 
+    from nqf.architectures import initial_weights
+
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     arch = rc["architecture"]
     module = _module_for(data, arch, rc["size"], rc["data_seed"])
     W_star = torch.as_tensor(data[f"{arch}_teacher_W"].values)
-    W0 = torch.stack([float(rc["init_std"]) * torch.randn(module.p, module.width, dtype=torch.float64,
-                                                         generator=torch.Generator().manual_seed(int(s)))
-                      for s in rc["seeds"]])
+    W0 = initial_weights(module, rc["seeds"], [rc["init_std"]])
     ds = train_online_side_by_side(module, W_star, W0, probe_inputs(data, arch), lr=float(rc["lr"]),
                                    steps=int(rc["steps"]), batch_size=int(rc["batch_size"]),
                                    seeds=rc["seeds"], threshold=float(rc["threshold"]),
@@ -480,7 +449,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             axes[0, i].set_yscale("log")
             axes[1, i].set_yscale("log")
             lp = float(fit_ds["loss_parting_step"].sel(arch=a))
-            axes[0, i].set_title(TITLES.get(a, a) + ("\nlosses part at step " + f"{lp:.0f}" if math.isfinite(lp)
+            axes[0, i].set_title(title(a, FIGURE) + ("\nlosses part at step " + f"{lp:.0f}" if math.isfinite(lp)
                                                      else "\nlosses do not part"))
             axes[1, i].set_xlabel("online SGD step")
             if i == 0:

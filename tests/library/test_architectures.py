@@ -243,3 +243,171 @@ def test_forward_replicas_equals_forward_with_per_replica(name):
     single = torch.stack([module.forward_with(W[r], x) for r in range(3)])
     assert batched.shape == single.shape
     assert torch.allclose(batched, single, rtol=0, atol=1e-12 * float(single.abs().max()))
+
+
+# -- the registry functions the experiment kinds build on ------------------------------------
+from nqf.architectures import (build, gaussian_teacher, higher_order, initial_weights,  # noqa: E402
+                               input_variables, read_inputs, title, unit_input_dim)
+
+
+def _input_axes(module, x) -> dict[str, int]:
+    """Axis name -> length over the parts of inputs x, read through the module's input layout."""
+    parts = x if isinstance(x, tuple) else (x,)
+    return {axis: part.shape[1 + i] for (_, axes), part in zip(module.input_layout, parts)
+            for i, axis in enumerate(axes)}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_registry_builds_every_architecture_from_a_size_mapping(name):
+    entry = ARCHITECTURES[name]
+    module = build(name, {})
+    assert isinstance(module, entry.module_class) and module.p > 0 and module.width > 0
+    assert torch.equal(module.unit_weights(), entry.build().unit_weights())  # the same defaults and seed
+    x = module.sample_inputs(3, rng(1))
+    assert module(x).shape[0] == 3
+    assert title(name) == entry.title and title(name, "no such figure") == entry.title
+    assert len(higher_order(name)) > 10
+
+
+def test_build_reads_config_sizes_and_refuses_a_key_twice():
+    cnn = build("cnn", {"image": [5, 6], "kernel": [3, 2], "width": 4}, n_outputs=1, seed=2)
+    assert (cnn.image, cnn.kernel, cnn.width, cnn.n_outputs) == ((5, 6), (3, 2), 4, 1)
+    assert build("mlp_gelu", {"D": 3}).act.name == "gelu" and build("word_context").n_rows == 5
+    with pytest.raises(TypeError):
+        build("mlp", {"n_outputs": 2}, n_outputs=1)
+    with pytest.raises(ValueError, match="Unknown architecture 'rnn'"):
+        build("rnn", {})
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_unit_input_dim_is_the_length_of_what_one_unit_reads(name):
+    """A CNN unit reads a patch; otherwise the inputs' feature axis (x, a query or a token), a
+    scalar x for the Fourier MLP, and for the matrix-valued Table 3 inputs the p entries w pairs with."""
+    module = build(name)
+    x = module.sample_inputs(3, rng(2))
+    axes = _input_axes(module, x)
+    if name == "cnn":
+        expected = module.patches(x).shape[-1]
+    elif "feature" in axes:
+        expected = axes["feature"]
+    else:
+        expected = 1 if all(not a for _, a in module.input_layout) else module.p
+    assert unit_input_dim(name) == unit_input_dim(module) == module.unit_input_dim == expected
+
+
+def test_unit_input_dim_follows_the_size():
+    assert unit_input_dim("cnn", {"kernel": [3, 2]}) == 6
+    assert unit_input_dim("mlp", {"D": 7}) == 7 and unit_input_dim("qk_head", {"D": 9}) == 9
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_inputs_round_trip_through_dataset_variables(name):
+    import xarray as xr
+
+    module = build(name)
+    x = module.sample_inputs(5, rng(3))
+    variables = input_variables(name, x, prefix=f"{name}_probe_", sample_dim="probe")
+    assert len(variables) == len(module.input_layout)
+    ds = xr.Dataset(variables)
+    assert all(ds[v].dims[0] == "probe" and all(d.startswith(f"{name}_") for d in ds[v].dims[1:]) for v in ds)
+    back = read_inputs(name, ds, prefix=f"{name}_probe_")
+    pairs = zip(back, x) if isinstance(x, tuple) else [(back, x)]
+    assert all(torch.equal(a, b) for a, b in pairs)
+    assert torch.equal(module(back), module(x))
+
+
+def test_stored_input_variables_keep_their_names():
+    """The data files' variable and dimension names (teacher_student, nqf_approximation)."""
+    mlp, qk, cnn = build("mlp"), build("qk_head"), build("cnn")
+    gen = rng(4)
+    assert {k: v[0] for k, v in input_variables("mlp", mlp.sample_inputs(2, gen), prefix="mlp_probe_",
+                                                sample_dim="probe").items()} == {"mlp_probe_x": ("probe", "mlp_feature")}
+    assert {k: v[0] for k, v in input_variables("qk_head", qk.sample_inputs(2, gen), prefix="qk_head_",
+                                                sample_dim="sample").items()} == {
+        "qk_head_query": ("sample", "qk_head_feature"), "qk_head_context": ("sample", "qk_head_feature", "qk_head_token")}
+    assert {k: v[0] for k, v in input_variables("cnn", cnn.sample_inputs(2, gen), prefix="cnn_",
+                                                sample_dim="sample").items()} == {"cnn_x": ("sample", "cnn_row", "cnn_col")}
+    with pytest.raises(ValueError, match="query, context"):
+        input_variables("qk_head", torch.zeros(2, 4), prefix="", sample_dim="sample")
+
+
+def test_titles_of_the_papers_figures():
+    assert [title(a, "Fig. 2") for a in ("mlp", "cnn", "qk_head", "mha", "moe")] == [
+        "MLP", "CNN", "QK-only head", "MHA", "MoE"]
+    assert title("qk_head", "Fig. 6") == "QK-only attention (4 heads)"
+    assert title("mlp", "Fig. 7") == "2-layer MLP (tanh)" and title("cnn", "Fig. 7") == "1-layer CNN"
+    assert "exact" in higher_order("phase_retrieval") and "O(|W|^3)" in higher_order("mlp_gelu")
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_teacher_is_deterministic_for_a_seed(name):
+    module = build(name)
+    W = gaussian_teacher(module, rng(7))
+    assert W.shape == (module.p, module.width) and W.dtype == F64
+    assert torch.equal(W, gaussian_teacher(module, rng(7)))
+    assert not torch.equal(W, gaussian_teacher(module, rng(8)))
+    fan = gaussian_teacher(module, rng(7), std=2.0, fan_in=True)
+    start = 0
+    for block, n in module.blocks():  # the same draws, each block over its fan-in
+        reads = module.width if block == "v" else module.unit_input_dim
+        assert torch.allclose(fan[start:start + n] * math.sqrt(reads), 2.0 * W[start:start + n], rtol=1e-14, atol=0)
+        start += n
+
+
+def test_teacher_stream_is_offset_from_the_init_seeds():
+    from nqf.experiments.common import teacher_generator
+
+    module = build("mlp")
+    assert torch.equal(gaussian_teacher(module, teacher_generator(3)), gaussian_teacher(module, teacher_generator(3)))
+    assert not torch.equal(gaussian_teacher(module, teacher_generator(0)), initial_weights(module, [0])[0])
+
+
+def test_initial_weights_one_gaussian_per_seed_scaled_by_each_scale():
+    module = build("mlp")
+    W0 = initial_weights(module, [3, 5], [0.1, 2.0])
+    assert W0.shape == (4, module.p, module.width) and W0.dtype == F64
+    G3, G5 = (torch.randn(module.p, module.width, generator=rng(s), dtype=F64) for s in (3, 5))
+    assert torch.equal(W0[0], 0.1 * G3) and torch.equal(W0[1], 0.1 * G5)  # scale-major
+    assert torch.equal(W0[2], 2.0 * G3) and torch.equal(W0[3], 2.0 * G5)
+    assert torch.equal(initial_weights(module, [3])[0], G3)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "qk_self_attention"])
+def test_image_reading_modules(name):
+    """Sized for (H, W) images, a module takes them through ``image_inputs``; on Gaussian images
+    the mean squared norm of what one unit reads is its unit input dimension (to 5 %)."""
+    images = torch.randn(400, 5, 6, generator=rng(5), dtype=F64)
+    size = {"cnn": {"kernel": [2, 3]}, "qk_self_attention": {"d_k": 2}}.get(name, {})
+    module = build(name, size, image=(5, 6), n_outputs=1)
+    x = module.image_inputs(images)
+    assert module(x).shape == (400, 1)
+    assert float(module.unit_input_norm2(x)) == pytest.approx(module.unit_input_dim, rel=0.05)
+    assert float(module.unit_input_norm2(2 * x)) == pytest.approx(4 * float(module.unit_input_norm2(x)), rel=1e-12)
+
+
+def test_modules_that_do_not_read_images_say_so():
+    with pytest.raises(ValueError, match="does not read images"):
+        build("mha", image=(4, 4))
+    with pytest.raises(ValueError, match="leave it out of the size"):
+        build("mlp", {"D": 3}, image=(4, 4))
+
+
+def test_set_readout_copies_into_a_fixed_readout_only():
+    qk, mlp = build("qk_head", n_outputs=1), build("mlp")
+    c = np.arange(qk.D, dtype=float)
+    qk.set_readout(c)
+    assert torch.equal(qk.readout[:, 0], torch.as_tensor(c))
+    before = mlp.unit_weights().clone()
+    mlp.set_readout(c)  # no fixed readout: nothing changes
+    assert torch.equal(mlp.unit_weights(), before)
+
+
+def test_registry_facts_load_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom nqf.architectures import ARCHITECTURES, MODULES, higher_order, title\n"
+            "assert title('mlp', 'Fig. 6') and higher_order('cnn') and len(MODULES) > 5\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.strip() == "False"

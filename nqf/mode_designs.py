@@ -239,8 +239,10 @@ def teacher(form, modes: Tensor, rates) -> tuple[Tensor, Tensor]:
 def initial_weights(des: Design, z_star, eps, seeds, seed_scale: float, seed: int) -> tuple[Tensor, Tensor]:
     """Aligned W(0) per eps, z_k(0) = eps z*_k exactly, and Gaussian W(0) ~ N(0, seed_scale / d) per seed.
 
-    ``seeds`` is a list of integer seeds (possibly empty): seed s is the s-th Gaussian draw of the
-    design's generator (after the unit directions), so the same s gives the same W(0).
+    ``seeds`` is a list of integer seeds (possibly empty): seed s is row s of one Gaussian draw of
+    max(seeds) + 1 rows from the design's generator (after the unit directions); [0, ..., n-1]
+    draws what the old count n drew (torch's CPU sampler redraws its last block of 16 values, so
+    a row can change with the largest seed, as it could with the count).
 
     The aligned W(0) = sum_k sqrt(eps z*_k) q_k r_k^T uses orthonormal r_k in unit space, which keeps
     M(0) diagonal in the q basis (Theorem 16 needs it); with d < K (the Fourier MLP, d = 1) all

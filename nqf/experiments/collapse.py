@@ -114,7 +114,9 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """Gaussian init W0 ~ N(0, eps / d), d = p units (E z_k(0) = eps), seeds as replicas: seed s
-    is the s-th draw of one generator (INIT_SEED), the same for every eps and architecture."""
+    is row s of one draw of max(seeds) + 1 rows from the INIT_SEED generator, the same for every
+    eps and architecture (seeds [0, ..., n-1] draw what the old count n drew; torch's CPU sampler
+    redraws the last block of 16 values, so a row can change with the largest seed)."""
     # torch is imported where needed: the theory, fit and figure jobs run without it
     import torch
 

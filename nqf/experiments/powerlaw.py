@@ -43,8 +43,9 @@ SHIFTS = ("lo/2", "lo*2", "hi/2", "hi*2")
 def seeded_init(z0, seeds, width: int, seed: int) -> np.ndarray:
     """Gaussian W0 of shape (len(seeds), p, width) with E|W_k|^2 = z0_k.
 
-    ``seeds`` is a list of integer seeds: seed s is the s-th draw of the generator seeded by
-    ``seed`` (init_seed), so the same s gives the same W0 whatever the other seeds.
+    ``seeds`` is a list of integer seeds: seed s is row s of the draws of the generator seeded by
+    ``seed`` (init_seed); numpy draws rows in order, so the same s gives the same W0 whatever the
+    other seeds, and [0, ..., n-1] gives what the old count n gave.
     Row k has i.i.d. N(0, z0_k / width) entries, so z_k(0) = |W_k|^2 = z0_k chi^2_width / width:
     seeds differ in their initial amplitudes only (Assumption 1 data keep the rows independent).
     """

@@ -2,8 +2,13 @@
 
 Validation happens in two passes so that every message can name the exact key path and the
 allowed values: first the top level (global keys, experiment ids and their ``kind``), then each
-experiment against the schema of its kind (``$defs/<kind>`` in the schema file). Defaults from
+experiment against the schema of its kind (``$defs/<kind>`` in the schema file). Keys shared by
+kinds are described once under ``$defs`` and referenced with ``$ref``; jsonschema resolves them
+when validating, and :func:`resolve` does for the defaults and the number coercion. Defaults from
 the schema are filled in, so downstream code sees every key.
+
+Keys renamed for one vocabulary (``RENAMED``) are refused in their old spelling with one
+sentence naming the new one, before any other check.
 """
 from __future__ import annotations
 
@@ -56,6 +61,58 @@ def merge_overrides(base: dict, overrides: Mapping) -> dict:
     return out
 
 
+# Old spelling -> (new key, what it holds): refused with the new name (one vocabulary, issue 15).
+RENAMED = {
+    "init_scale": ("eps", "the std of the Gaussian initial weights, a number"),
+    "init_scales": ("eps", "the stds of the Gaussian initial weights, a list"),
+    "init_std": ("eps", "the std of the Gaussian initial weights, a number"),
+    "init_variances": ("init_variance", "the [small, large] init variances per architecture, the same values"),
+}
+
+
+def _seed_list(n: int) -> str:
+    return "[" + (", ".join(map(str, range(n))) if n <= 8 else f"0, 1, ..., {n - 1}") + "]"
+
+
+def _refuse_old_spellings(exp: Mapping, prefix: tuple) -> None:
+    """One sentence for the first key of ``exp`` that uses a spelling renamed for one vocabulary."""
+    for old, (new, what) in RENAMED.items():
+        if old in exp:
+            raise ConfigError(f"Config key '{_key(prefix + (old,))}' was renamed: use '{new}' ({what}).")
+    seeds = exp.get("seeds")
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        raise ConfigError(f"Config key '{_key(prefix + ('seeds',))}' is a list of integer seeds now, not a "
+                          f"count: use seeds: {_seed_list(max(seeds, 0))} for the same {seeds} seeds.")
+
+
+def resolve(schema: Mapping, root: Mapping) -> Mapping:
+    """``schema`` with its ``$ref`` (a '#/...' pointer into ``root``) merged in, recursively; the
+    schema's own keywords win (a kind's default or description beside a shared definition)."""
+    if not isinstance(schema, Mapping) or "$ref" not in schema:
+        return schema
+    ref = schema["$ref"]
+    if not ref.startswith("#/"):
+        raise ValueError(f"Only local references '#/...' are supported in the config schema; got {ref!r}.")
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target[part.replace("~1", "/").replace("~0", "~")]
+    merged = dict(resolve(target, root))
+    for key, value in schema.items():
+        if key == "$ref":
+            continue
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def kind_names(schema: Mapping) -> list[str]:
+    """The experiment kinds the schema defines (the enum of ``kind``; the other ``$defs`` entries
+    are parts the kinds share)."""
+    return list(schema["properties"]["experiments"]["additionalProperties"]["properties"]["kind"]["enum"])
+
+
 def _key(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
@@ -102,26 +159,29 @@ def _message(error: jsonschema.ValidationError, prefix: tuple) -> str:
     return f"Config key '{_key(path)}' is invalid: {error.message}."
 
 
-def _coerce_numbers(value: Any, schema: Mapping) -> Any:
+def _coerce_numbers(value: Any, schema: Mapping, root: Mapping) -> Any:
     """Turn YAML-1.1 strings such as '1e-5' into floats where the schema wants a number."""
+    schema = resolve(schema, root)
     types = schema.get("type")
     types = [types] if isinstance(types, str) else (types or [])
     if isinstance(value, str) and "number" in types and _SCI_NUMBER.match(value.strip()):
         return float(value)
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        return [_coerce_numbers(v, schema["items"]) for v in value]
+        return [_coerce_numbers(v, schema["items"], root) for v in value]
     if isinstance(value, dict) and "properties" in schema:
-        return {k: _coerce_numbers(v, schema["properties"].get(k, {})) for k, v in value.items()}
+        return {k: _coerce_numbers(v, schema["properties"].get(k, {}), root) for k, v in value.items()}
     return value
 
 
-def _fill_defaults(value: Any, schema: Mapping) -> Any:
+def _fill_defaults(value: Any, schema: Mapping, root: Mapping) -> Any:
+    schema = resolve(schema, root)
     if isinstance(value, dict) and "properties" in schema:
         for key, sub in schema["properties"].items():
+            sub = resolve(sub, root)
             if key not in value and "default" in sub:
                 value[key] = copy.deepcopy(sub["default"])
             if key in value:
-                value[key] = _fill_defaults(value[key], sub)
+                value[key] = _fill_defaults(value[key], sub, root)
     return value
 
 
@@ -142,14 +202,15 @@ def validate_config(config: Mapping[str, Any], schema: Mapping | None = None) ->
     schema = schema or load_schema()
     cfg = copy.deepcopy(dict(config))
     top = {k: v for k, v in schema.items() if k != "$defs"}
-    cfg = _coerce_numbers(cfg, top)
+    cfg = _coerce_numbers(cfg, top, schema)
     _check(cfg, top, (), schema)
-    cfg = _fill_defaults(cfg, top)
+    cfg = _fill_defaults(cfg, top, schema)
     kinds = schema.get("$defs", {})
     for exp_id, exp in cfg["experiments"].items():
+        _refuse_old_spellings(exp, ("experiments", exp_id))
         sub = kinds[exp["kind"]]
-        exp = _coerce_numbers(exp, sub)
+        exp = _coerce_numbers(exp, sub, schema)
         _check(exp, sub, ("experiments", exp_id), schema)
-        exp = _fill_defaults(exp, sub)
+        exp = _fill_defaults(exp, sub, schema)
         cfg["experiments"][exp_id] = exp
     return cfg

@@ -236,8 +236,13 @@ def teacher(form, modes: Tensor, rates) -> tuple[Tensor, Tensor]:
     return u @ z_star, z_star
 
 
-def initial_weights(des: Design, z_star, eps, seeds: int, seed_scale: float, seed: int) -> tuple[Tensor, Tensor]:
+def initial_weights(des: Design, z_star, eps, seeds, seed_scale: float, seed: int) -> tuple[Tensor, Tensor]:
     """Aligned W(0) per eps, z_k(0) = eps z*_k exactly, and Gaussian W(0) ~ N(0, seed_scale / d) per seed.
+
+    ``seeds`` is a list of integer seeds (possibly empty): seed s is row s of one Gaussian draw of
+    max(seeds) + 1 rows from the design's generator (after the unit directions); [0, ..., n-1]
+    draws what the old count n drew (torch's CPU sampler redraws its last block of 16 values, so
+    a row can change with the largest seed, as it could with the count).
 
     The aligned W(0) = sum_k sqrt(eps z*_k) q_k r_k^T uses orthonormal r_k in unit space, which keeps
     M(0) diagonal in the q basis (Theorem 16 needs it); with d < K (the Fourier MLP, d = 1) all
@@ -248,5 +253,7 @@ def initial_weights(des: Design, z_star, eps, seeds: int, seed_scale: float, see
     R = orthonormal(d, K, gen) if d >= K else torch.ones(d, K, dtype=torch.float64) / np.sqrt(d)
     amp = torch.sqrt(torch.as_tensor(np.asarray(eps, float))[:, None] * torch.as_tensor(np.asarray(z_star, float))[None])
     aligned = torch.einsum("pk,ek,dk->epd", des.modes, amp, R)
-    gaussian = torch.randn(seeds, p, d, generator=gen, dtype=torch.float64) * np.sqrt(seed_scale / d)
+    seeds = [int(s) for s in seeds]
+    draws = torch.randn(max(seeds, default=-1) + 1, p, d, generator=gen, dtype=torch.float64)
+    gaussian = draws[torch.as_tensor(seeds, dtype=torch.long)] * np.sqrt(seed_scale / d)
     return aligned, gaussian

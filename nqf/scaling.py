@@ -377,9 +377,9 @@ def fit_power_law(t, loss, window, *, n_boot: int = 2000, seed: int = 0, n_grid:
 
 
 def window_sensitivity(t, loss, window, *, factor: float = 2.0, n_grid: int = 64) -> dict[str, float]:
-    """Exponents refitted with each end of the window moved by ``factor`` (out and in).
+    """Exponents refitted with each end of the window shifted by ``factor`` (out and in).
 
-    Keys 'lo/2', 'lo*2', 'hi/2', 'hi*2' (for factor 2); NaN where the moved window leaves the
+    Keys 'lo/2', 'lo*2', 'hi/2', 'hi*2' (for factor 2); NaN where the shifted window leaves the
     recorded times or becomes narrower than a factor 2 in t.
     """
     lo, hi = _window_bounds(window)

@@ -114,7 +114,10 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
-    """Gaussian init W0 ~ N(0, eps / d), d = p units (E z_k(0) = eps), seeds as replicas."""
+    """Gaussian init W0 ~ N(0, eps / d), d = p units (E z_k(0) = eps), seeds as replicas: seed s
+    is row s of one draw of max(seeds) + 1 rows from the INIT_SEED generator, the same for every
+    eps and architecture (seeds [0, ..., n-1] draw what the old count n drew; torch's CPU sampler
+    redraws the last block of 16 values, so a row can change with the largest seed)."""
     # torch is imported where needed: the theory, fit and figure jobs run without it
     import torch
 
@@ -128,7 +131,9 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     lv = LotkaVolterra.from_data(form, y)
     p = form.p
     gen = torch.Generator().manual_seed(INIT_SEED)
-    W0 = torch.randn(cfg["seeds"], p, p, generator=gen, dtype=torch.float64) * np.sqrt(eps / p)
+    seeds = [int(s) for s in cfg["seeds"]]
+    draws = torch.randn(max(seeds) + 1, p, p, generator=gen, dtype=torch.float64)
+    W0 = draws[torch.as_tensor(seeds)] * np.sqrt(eps / p)
     dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
     model = QuadraticModel(form, W0, device=device, dtype=dtype)
     loss = cfg.get("loss", "mean")
@@ -136,7 +141,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     # the 1e-9 absorbs rounding in eta = c lr, so lr / c under convention c takes the same steps
     steps = int(np.ceil(cfg["tau_max"] * np.log(1 / eps) / eta - 1e-9))
     ds = train(model, y, lr=cfg["lr"], steps=steps, loss=loss, n_record=cfg["n_record"],
-               replica_coords=np.arange(cfg["seeds"]))
+               replica_coords=np.asarray(seeds))
     z = lv.modes_of(ds["M"].values)
     ds = ds.drop_vars("M")  # the modes carry everything the loss depends on
     ds["z"] = (("seed", "step", "mode"), z, {"units": "1", "long_name": "z_k = (P^T M P)_kk in the shared eigenbasis"})
@@ -224,7 +229,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
          "partner_advance": (("architecture", "eps", "seed", "mode"), partner_term, {
              "units": "1", "long_name": "relative advance from the partner modes C_kk z_k'(0) / (r_k^2 t*_k) (rectangular)"}),
          "tau_star_limit": ("mode", theory_ds["tau_star"].values, {"units": "1", "long_name": "1 / r_k"})},
-        coords={"architecture": archs, "eps": eps_list, "seed": np.arange(tau_meas.shape[2]),
+        coords={"architecture": archs, "eps": eps_list, "seed": next(iter(run_ds.values()))["seed"].values,
                 "mode": np.arange(r_ref.size)},
         attrs={"experiment_kind": KIND, "lr": float(cfg["lr"]), "loss_convention": cfg["loss"], "flow_lr": eta},
     )

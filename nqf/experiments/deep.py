@@ -53,10 +53,10 @@ _DATA = ("architectures", "sizes", "n_train", "n_test", "teacher_std", "data_see
 STAGE_KEYS = {
     "data": _DATA,
     "structure": ("architectures",),
-    "train": _DATA + ("optimizers", "loss", "lr", "steps", "init_variances", "seeds", "n_record", "momentum"),
+    "train": _DATA + ("optimizers", "loss", "lr", "steps", "init_variance", "seeds", "n_record", "momentum"),
     "theory": ("architectures",),
-    "fit": ("architectures", "optimizers", "init_variances", "window_fraction", "tolerances"),
-    "figure": ("description", "architectures", "optimizers", "init_variances"),
+    "fit": ("architectures", "optimizers", "init_variance", "window_fraction", "tolerances"),
+    "figure": ("description", "architectures", "optimizers", "init_variance"),
 }
 
 
@@ -75,7 +75,7 @@ def run_config(cfg: dict, run: str) -> dict:
             if run_id(a, o) == run:
                 shared = ("n_train", "n_test", "teacher_std", "data_seed", "loss", "seeds", "n_record", "momentum")
                 return {"architecture": a, "optimizer": o, "size": cfg["sizes"][a], "lr": cfg["lr"][a][o],
-                        "steps": cfg["steps"][a][o], "init_variances": cfg["init_variances"][a],
+                        "steps": cfg["steps"][a][o], "init_variance": cfg["init_variance"][a],
                         **{k: cfg[k] for k in shared}}
     raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
 
@@ -148,7 +148,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     ytr, yte = (torch.as_tensor(data[f"{a}_y_{s}"].values)[:, None] for s in ("train", "test"))
     per_seed = [model.init(1, 1.0, torch.Generator().manual_seed(int(s)), fan_in=True) for s in rc["seeds"]]
     G = [torch.cat([w[l] for w in per_seed]) for l in range(len(per_seed[0]))]
-    variances = np.asarray(rc["init_variances"], float)
+    variances = np.asarray(rc["init_variance"], float)
     W0 = [torch.cat([math.sqrt(v) * g for v in variances]) for g in G]
     steps = int(rc["steps"])
     loss = rc.get("loss", "mean")
@@ -257,7 +257,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     tolerance = np.full((len(archs), len(opts)), np.nan)
     claims = []
     for i, a in enumerate(archs):
-        small, large = sorted(cfg["init_variances"][a])[:2]
+        small, large = sorted(cfg["init_variance"][a])[:2]
         for j, o in enumerate(opts):
             run = run_ds[run_id(a, o)]
             steps = run["step"].values
@@ -334,7 +334,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                                           layout="constrained")
         for r, (a, o) in enumerate(rows):
             run = run_ds[run_id(a, o)]
-            for c, v in enumerate(sorted(cfg["init_variances"][a])[:2]):
+            for c, v in enumerate(sorted(cfg["init_variance"][a])[:2]):
                 ax = axes[r, c]
                 sel = run.sel(init_variance=v).isel(seed=0)
                 step = np.maximum(sel["step"].values, 0) + 1

@@ -154,7 +154,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     if run == "seeds":
         z0 = init_profile(m, cfg["eps"], cfg["beta0"])
         W0 = seeded_init(z0, cfg["seeds"], cfg["width"], cfg["init_seed"])
-        dim, coords, init = "seed", np.arange(cfg["seeds"]), (
+        dim, coords, init = "seed", np.asarray(cfg["seeds"], dtype=np.int64), (
             f"W0 rows N(0, z_k0/d I_d), z_k0 = eps k^-beta0, d = {cfg['width']}, seed {cfg['init_seed']}")
     elif run == "crossover":
         eps = np.asarray(cfg["crossover_eps"], float)
@@ -227,7 +227,7 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
         coords={"time": ("time", t, {**one, "long_name": "Eq. 26 gradient-flow time t = c lr step"}),
                 "step": ("time", steps, {"long_name": "equivalent GD step t / (c lr), c the loss convention's factor"}),
                 "mode": np.arange(1, m + 1),
-                "shift": ("shift", np.array(SHIFTS, dtype=object), {"long_name": "window end moved by a factor 2"}),
+                "shift": ("shift", np.array(SHIFTS, dtype=object), {"long_name": "window end shifted by a factor 2"}),
                 "eps": ("eps", eps_x, {**one, "long_name": "initial scale eps of a crossover run"}),
                 "eps_grid": ("eps_grid", grid, {**one, "long_name": "dense eps grid for the crossover law"})},
         attrs={"experiment_kind": KIND, "eps": cfg["eps"], "beta0": cfg["beta0"], "flow_lr": h,
@@ -304,7 +304,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
             "exponent_ci_low": ((), pl.ci_low, {**one, "long_name": "lower 95% bound (percentile bootstrap over seeds)"}),
             "exponent_ci_high": ((), pl.ci_high, {**one, "long_name": "upper 95% bound (percentile bootstrap over seeds)"}),
             "exponent_per_seed": ("seed", pl.per_seed, {**one, "long_name": "exponent fitted on each seed"}),
-            "shifted_exponent": ("shift", shifted, {**one, "long_name": "GD exponent with one window end moved by a factor 2"}),
+            "shifted_exponent": ("shift", shifted, {**one, "long_name": "GD exponent with one window end shifted by a factor 2"}),
             "shifted_ci_half": ("shift", shifted_half, {**one, "long_name": "bootstrap 95% CI half-width of that exponent"}),
             "theory_shifted_exponent": theory_ds["theory_shifted_exponent"],
             "residual_rms": ((), pl.residual_rms, {**one, "long_name": "residual rms / fitted drop (power_law_test)"}),

@@ -268,7 +268,7 @@ def _dtype(cfg: dict, run: str = "nqf") -> torch.dtype:
 def _train(model, y, cfg: dict, record=None, *, lr: float, steps: int, record_steps=None):
     return train(model, y, lr=lr, steps=steps, optimizer="gd", loss=cfg["loss"], loss_samples=int(cfg["M"]),
                  n_record=int(cfg["n_record"]), record_steps=record_steps,
-                 record=record or (lambda mod: {}), replica_dim="replica",
+                 record=record or (lambda mod: {}), replica_dim="seed",
                  divergence_hint=" (GD is stable for c lr < 2 / r_1, c the loss convention's factor and "
                                  "r_1 = 4 b_1 s_1 / sqrt(P), for the NQF; the tanh networks may need less)")
 
@@ -465,6 +465,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     """Fitted exponents with bootstrap intervals beside the predictions, window sensitivity, the
     raw MLP's power-law test, the Fourier MLP's departure from its NQF, and the claims."""
     from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+    from nqf.experiments.powerlaw import SHIFTS
     from nqf.scaling import fit_power_law, power_law_test, window_sensitivity
 
     tol = cfg["tolerances"]
@@ -472,13 +473,12 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     thetas = theory_ds["theta"].values
     windows = [(float(lo), float(hi)) for lo, hi in zip(theory_ds["t_lo"].values, theory_ds["t_hi"].values)]
     models = ("fourier_mlp", "nqf")
-    sens_keys = ("lo/2", "lo*2", "hi/2", "hi*2")
     shape = (len(models), thetas.size)
     out = {name: np.full(shape, np.nan) for name in ("exponent", "ci_low", "ci_high", "residual_rms", "slope_drift",
                                                    "subwindow_spread", "max_window_shift")}
     power_law = np.zeros(shape, bool)
     reasons = np.empty(shape, dtype=object)
-    sens = np.full(shape + (len(sens_keys),), np.nan)
+    sens = np.full(shape + (len(SHIFTS),), np.nan)
     seeds = run_ds["nqf"].sizes["seed"]
     per_seed = np.full(shape + (seeds,), np.nan)
     for i, name in enumerate(models):
@@ -488,8 +488,8 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             for key in ("exponent", "ci_low", "ci_high", "residual_rms", "slope_drift", "subwindow_spread"):
                 out[key][i, j] = getattr(f, key)
             power_law[i, j], reasons[i, j], per_seed[i, j] = f.is_power_law, f.reason, f.per_seed
-            moved = window_sensitivity(t, loss, win)
-            sens[i, j] = [moved[k] for k in sens_keys]
+            shifted = window_sensitivity(t, loss, win)
+            sens[i, j] = [shifted[k] for k in SHIFTS]
             out["max_window_shift"][i, j] = np.nanmax(np.abs(sens[i, j] - f.exponent)) if np.any(np.isfinite(sens[i, j])) else np.nan
     # Raw MLP: the quantitative test over each theta's window that its record covers.
     raw = run_ds["raw_mlp"]
@@ -538,8 +538,8 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             "residual_rms": (dims, out["residual_rms"], {**unit, "long_name": "residual rms / fitted drop"}),
             "slope_drift": (dims, out["slope_drift"], {**unit, "long_name": "change of the log-log slope across the window / b"}),
             "subwindow_spread": (dims, out["subwindow_spread"], {**unit, "long_name": "spread of 4 sub-window exponents / b"}),
-            "exponent_window_moved": (dims + ("moved",), sens, {**unit, "long_name": "exponent with one window end moved by 2x"}),
-            "max_window_shift": (dims, out["max_window_shift"], {**unit, "long_name": "max |exponent(moved window) - exponent|"}),
+            "shifted_exponent": (dims + ("shift",), sens, {**unit, "long_name": "exponent with one window end shifted by a factor 2"}),
+            "max_window_shift": (dims, out["max_window_shift"], {**unit, "long_name": "max |exponent(shifted window) - exponent|"}),
             "exponent_exact_seeds": ("theta", exact, {**unit, "long_name": "fitted exponent of the exact NQF flow curve of the same seeds"}),
             "window_decades": ("theta", decades, {**unit, "long_name": "log10(t_hi / t_lo) of the fitting window"}),
             "raw_is_power_law": ("theta", raw_ok, {**unit, "long_name": "raw MLP power_law_test verdict over this theta's window (1 yes, 0 no, NaN not covered)"}),
@@ -555,7 +555,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             "exponent_staircase": theory_ds["exponent_staircase"], "t_lo": theory_ds["t_lo"], "t_hi": theory_ds["t_hi"],
             "t_hi_full": theory_ds["t_hi_full"], "horizon": theory_ds["horizon"],
         },
-        coords={"model": list(models), "theta": thetas, "moved": list(sens_keys), "seed": run_ds["nqf"]["seed"].values,
+        coords={"model": list(models), "theta": thetas, "shift": list(SHIFTS), "seed": run_ds["nqf"]["seed"].values,
                 "mode": theory_ds["mode"].values},
         attrs={"experiment_kind": KIND, "lr": float(nqf.attrs["lr"]), "raw_lr": float(raw.attrs["flow_lr"]),
                "eps": float(nqf.attrs["eps"]), "flow_lr": flow,
@@ -630,13 +630,13 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                                            stair, b, checks="theorem",
                                            source="Theorem 9 with Theorem 8 ignition times, finite P and eps",
                                            note=common))
-            moved = ", ".join(f"{k}: {v:.3f}" for k, v in zip(sens_keys, sens[i, j]) if np.isfinite(v))
+            shifted = ", ".join(f"{k}: {v:.3f}" for k, v in zip(SHIFTS, sens[i, j]) if np.isfinite(v))
             shift = out["max_window_shift"][i, j]
-            claims.append(Claim(f"{base}: max exponent change with a window end moved by 2x (<= CI half-width)", half,
+            claims.append(Claim(f"{base}: max exponent change with a window end shifted by 2x (<= CI half-width)", half,
                                 shift, math.nan, kind="at_most", checks="ours",
                                 source="the fitted exponent does not depend on the window's ends",
                                 tolerance_source="bound: the seed CI half-width",
-                                note=f"moved windows {moved} (ends outside the record or < 2x wide are skipped); "
+                                note=f"shifted windows {shifted} (ends outside the record or < 2x wide are skipped); "
                                      + ("stable" if shift <= half else "NOT stable: the curve's local slope still "
                                         "changes there (partly resolved drops below, finite-P steepening above)")))
             claims.append(Claim(f"{base}: power_law_test verdict (1 = power law)", 1.0, float(power_law[i, j]), 0.0,

@@ -253,7 +253,8 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
              "units": "1", "long_name": "g_k = W(0)^T q_k, Gaussian init (z_k(0) = |g_k|^2)"}),
          "z_star": ("mode", z_star, {"units": "1", "long_name": "teacher strength z*_k (c_k of the aligned init)"})},
         coords={"step": ds["step"], "time": ds["time"], "eps": np.asarray(cfg["eps"], float),
-                "seed": np.arange(gaussian.shape[0]), "mode": np.arange(z_star.size), "unit": np.arange(gaussian.shape[-1])},
+                "seed": np.asarray(cfg["seeds"], dtype=np.int64), "mode": np.arange(z_star.size),
+                "unit": np.arange(gaussian.shape[-1])},
     )
     if cfg.get("module"):
         out["z_module"] = (("eps", "step", "mode"), mod_ds["z"].values, {"units": "1", "long_name": "z_k of the real module"})

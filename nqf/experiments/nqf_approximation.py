@@ -4,7 +4,7 @@ For every architecture (MLP, CNN, QK-only head, MHA, MoE) the targets are the ou
 width-r NQF teacher (r = 4 singular values in the paper) whose effective matrix E
 (nqf.effective) has singular values s_k; the
 module and its NQF start from the same Gaussian W0 (std sigma) and are trained side by side with
-the same optimizer (GD, Polyak momentum, Adam). Seeds and init scales of one architecture and
+the same optimizer (GD, Polyak momentum, Adam). Seeds and eps values of one architecture and
 optimizer are one tensor program (nqf.approximation). The recovered spectrum s_k(E(W(t))) / s_k
 of both is compared by D = max over t and k of |s_k,module - s_k,NQF| / s_k.
 
@@ -15,7 +15,7 @@ approximation and not the data scale. The QK head's f(0) = d Cr^T x_avg is not z
 teacher shares the student's f(0), and the NQF is trained on y - f(0).
 
 Verdicts (Fig. 2, Sec. 7): 'The NQF tracks the original almost exactly across every architecture
-and optimizer' is judged at the smallest init scale within an error budget times
+and optimizer' is judged at the smallest eps within an error budget times
 ``tolerances.safety_factor``: the module's own O(|W|^2) relative truncation error (Theorem 1,
 estimated at the module's recorded weights from f(W) and f(W/2), nqf.approximation, so it does not
 depend on the NQF being compared), its maximum over steps and seeds (to first order the NQF's
@@ -55,11 +55,11 @@ _DATA = ("architectures", "sizes", "n_samples", "n_outputs", "singular_values", 
 STAGE_KEYS = {
     "data": _DATA,
     "structure": ("architectures", "sizes", "data_seed"),
-    "train": _DATA + ("optimizers", "loss", "lr", "steps", "init_scales", "seeds", "momentum", "n_record",
+    "train": _DATA + ("optimizers", "loss", "lr", "steps", "eps", "seeds", "momentum", "n_record",
                       "record_M_max_p", "dtype"),
     "theory": ("singular_values",),
-    "fit": ("architectures", "optimizers", "init_scales", "singular_values", "tolerances"),
-    "figure": ("description", "architectures", "optimizers", "init_scales", "singular_values"),
+    "fit": ("architectures", "optimizers", "eps", "singular_values", "tolerances"),
+    "figure": ("description", "architectures", "optimizers", "eps", "singular_values"),
 }
 
 
@@ -68,7 +68,7 @@ def run_id(arch: str, optimizer: str) -> str:
 
 
 def runs(cfg: dict) -> list[str]:
-    """One run per architecture x optimizer; it holds every seed and init scale."""
+    """One run per architecture x optimizer; it holds every seed and eps."""
     return [run_id(a, o) for a in cfg["architectures"] for o in cfg["optimizers"]]
 
 
@@ -78,7 +78,7 @@ def run_config(cfg: dict, run: str) -> dict:
         for opt in cfg["optimizers"]:
             if run_id(arch, opt) == run:
                 shared = ("n_samples", "n_outputs", "singular_values", "input_norm", "data_seed", "loss",
-                          "init_scales", "seeds", "momentum", "n_record", "record_M_max_p", "dtype")
+                          "eps", "seeds", "momentum", "n_record", "record_M_max_p", "dtype")
                 return {"architecture": arch, "optimizer": opt, "size": cfg["sizes"][arch],
                         "lr": cfg["lr"][arch][opt], "steps": cfg["steps"][arch],
                         **{k: cfg[k] for k in shared}}
@@ -214,7 +214,7 @@ def _set_readout(module: UnitModule, data: xr.Dataset, arch: str) -> None:
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
-    """The module and its NQF for every seed and init scale of one architecture x optimizer."""
+    """The module and its NQF for every seed and eps of one architecture x optimizer."""
     import torch
 
     from nqf.approximation import train_side_by_side
@@ -224,7 +224,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     arch, opt = rc["architecture"], rc["optimizer"]
     module = build_module(arch, rc["size"], rc["n_outputs"], rc["data_seed"])
     _set_readout(module, data, arch)
-    W0 = initial_weights(module, rc["seeds"], rc["init_scales"])
+    W0 = initial_weights(module, rc["seeds"], rc["eps"])
     steps = int(rc["steps"])
     dtype = torch.float64 if rc["dtype"] == "float64" else torch.float32
     ds = train_side_by_side(module, inputs_of(data, arch), data[f"{arch}_y"].values, W0,
@@ -232,11 +232,11 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
                             n_singular=len(rc["singular_values"]), momentum=rc["momentum"],
                             record_steps=np.linspace(0, steps, rc["n_record"]).round().astype(int),
                             record_M=module.p <= rc["record_M_max_p"], device=device, dtype=dtype)
-    index = pd.MultiIndex.from_product([np.asarray(rc["init_scales"], float), np.asarray(rc["seeds"])],
-                                       names=["init_scale", "seed"])
+    index = pd.MultiIndex.from_product([np.asarray(rc["eps"], float), np.asarray(rc["seeds"])],
+                                       names=["eps", "seed"])
     ds = ds.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "replica")).unstack("replica")
-    ds = ds.transpose("init_scale", "seed", "step", ...)
-    ds["init_scale"].attrs.update(units="1", long_name="std sigma of the Gaussian initial weights")
+    ds = ds.transpose("eps", "seed", "step", ...)
+    ds["eps"].attrs.update(units="1", long_name="eps: std (the paper's sigma) of the Gaussian initial weights")
     ds["k"].attrs.update(long_name="singular value index (1 = largest)")
     ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, p=module.p, width=module.width,
                     singular_values=list(rc["singular_values"]))
@@ -258,10 +258,10 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """D per architecture x optimizer x init scale x seed, and the two claims of Figure 2 (the
+    """D per architecture x optimizer x eps x seed, and the two claims of Figure 2 (the
     small-init one within its error budget, the large-init one a bound; module docstring)."""
     archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
-    scales = np.asarray(cfg["init_scales"], float)
+    scales = np.asarray(cfg["eps"], float)
     s = np.asarray(cfg["singular_values"], float)
     tol = cfg["tolerances"]
     factor, ratio = float(tol["safety_factor"]), float(tol["departure_ratio"])
@@ -270,7 +270,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     trunc = np.full((len(archs), len(opts), scales.size), np.nan)
     for i, a in enumerate(archs):
         for j, o in enumerate(opts):
-            run = run_ds[run_id(a, o)].sel(init_scale=scales)
+            run = run_ds[run_id(a, o)].sel(eps=scales)
             D[i, j] = deviation(run["s_module"].values, run["s_nqf"].values, s)
             trunc[i, j] = run["truncation"].max(dim=("seed", "step")).values
     D_max = D.max(axis=-1)
@@ -298,7 +298,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                       f"MISS: the module leaves its NQF by more than its truncation error explains ({higher_order(a)})")))
             for l in large:
                 dl = float(D_max[i, j, l])
-                s1_init = float(run["s_module"].sel(init_scale=scales[l]).isel(step=0, k=0).mean())
+                s1_init = float(run["s_module"].sel(eps=scales[l]).isel(step=0, k=0).mean())
                 ok = dl >= ratio * d0
                 claims.append(Claim(
                     f"D({a} {o} sigma={scales[l]:g}) >= {ratio:g} D(sigma={scales[small]:g})",
@@ -310,13 +310,13 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                           f"truncation error there reaches {trunc[i, j, l]:.3g}" if ok else
                           f"MISS: ratio {dl / max(d0, 1e-300):.3g}; {_miss_reason(a, s1_init, s[0])}")))
     ds = xr.Dataset(
-        {"D": (("arch", "optimizer", "init_scale", "seed"), D, {"units": "1", "long_name": "max over t and k of |s_k,module - s_k,NQF| / s_k"}),
-         "D_max": (("arch", "optimizer", "init_scale"), D_max, {"units": "1", "long_name": "D, worst seed"}),
-         "truncation_max": (("arch", "optimizer", "init_scale"), trunc, {
+        {"D": (("arch", "optimizer", "eps", "seed"), D, {"units": "1", "long_name": "max over t and k of |s_k,module - s_k,NQF| / s_k"}),
+         "D_max": (("arch", "optimizer", "eps"), D_max, {"units": "1", "long_name": "D, worst seed"}),
+         "truncation_max": (("arch", "optimizer", "eps"), trunc, {
              "units": "1", "long_name": "max over steps and seeds of the module's relative O(|W|^2) truncation error"}),
          "small_init_tolerance": (("arch", "optimizer"), tolerance, {
-             "units": "1", "long_name": "error budget of D at the smallest init scale, times the safety factor"})},
-        coords={"arch": archs, "optimizer": opts, "init_scale": scales, "seed": seeds},
+             "units": "1", "long_name": "error budget of D at the smallest eps, times the safety factor"})},
+        coords={"arch": archs, "optimizer": opts, "eps": scales, "seed": seeds},
         attrs={"experiment_kind": KIND})
     return xr.merge([ds, claims_dataset(claims)])
 
@@ -333,12 +333,12 @@ def _miss_reason(arch: str, s1_init: float, s1: float) -> str:
 
 def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
            paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Figure 2: one block per init scale, rows optimizers, columns architectures; s_k(t)/s_k of
+    """Figure 2: one block per eps, rows optimizers, columns architectures; s_k(t)/s_k of
     the module (coloured, solid) and of its NQF (black, dashed) for the first seed, D per panel."""
     from nqf import plotting
 
     archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
-    scales = list(map(float, cfg["init_scales"]))
+    scales = list(map(float, cfg["eps"]))
     s = np.asarray(cfg["singular_values"], float)
     colors = plotting.mode_colors(s.size)
     names = {"gd": "GD", "momentum": "momentum 0.9", "adam": "Adam"}
@@ -351,12 +351,12 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             for j, o in enumerate(opts):
                 for i, a in enumerate(archs):
                     ax = axes[j, i]
-                    run = run_ds[run_id(a, o)].sel(init_scale=sigma).isel(seed=0)
+                    run = run_ds[run_id(a, o)].sel(eps=sigma).isel(seed=0)
                     for kk, col in enumerate(colors):
                         ax.plot(run["step"], run["s_module"].values[:, kk] / s[kk], color=col,
                                 label=f"$k$ = {kk + 1}", **plotting.EXPERIMENT)
                         ax.plot(run["step"], run["s_nqf"].values[:, kk] / s[kk], color="k", **plotting.THEORY)
-                    d = float(fit_ds["D_max"].sel(arch=a, optimizer=o, init_scale=sigma))
+                    d = float(fit_ds["D_max"].sel(arch=a, optimizer=o, eps=sigma))
                     ax.text(0.97, 0.04, f"D = {d:.2g}", transform=ax.transAxes, ha="right", va="bottom",
                             fontsize=font_size - 2)
                     ax.axhline(1.0, color="0.7", linewidth=0.6, zorder=0)

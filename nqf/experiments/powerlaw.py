@@ -1,6 +1,6 @@
 """Helpers shared by the power-law kinds (``featurewise_powerlaw``, ``samplewise_powerlaw``):
 seeded and deterministic initial weights, a loss-only GD trainer of many replicas, the exponent
-refitted over moved windows, the theory-stage exponent variables, the exponent claims with their
+refitted over shifted windows, the theory-stage exponent variables, the exponent claims with their
 error budgets, and the log-log figure panel.
 
 Verdicts (summary rows): the paper's claim (e.g. Fig. 3 right), the theorem (9 or 11) with App. C's
@@ -40,15 +40,20 @@ if TYPE_CHECKING:
 SHIFTS = ("lo/2", "lo*2", "hi/2", "hi*2")
 
 
-def seeded_init(z0, seeds: int, width: int, seed: int) -> np.ndarray:
-    """Gaussian W0 of shape (seeds, p, width) with E|W_k|^2 = z0_k.
+def seeded_init(z0, seeds, width: int, seed: int) -> np.ndarray:
+    """Gaussian W0 of shape (len(seeds), p, width) with E|W_k|^2 = z0_k.
 
+    ``seeds`` is a list of integer seeds: seed s is row s of the draws of the generator seeded by
+    ``seed`` (init_seed); numpy draws rows in order, so the same s gives the same W0 whatever the
+    other seeds, and [0, ..., n-1] gives what the old count n gave.
     Row k has i.i.d. N(0, z0_k / width) entries, so z_k(0) = |W_k|^2 = z0_k chi^2_width / width:
     seeds differ in their initial amplitudes only (Assumption 1 data keep the rows independent).
     """
     z0 = np.asarray(z0, float)
+    seeds = [int(s) for s in seeds]
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((seeds, z0.size, width)) * np.sqrt(z0 / width)[None, :, None]
+    draws = rng.standard_normal((max(seeds) + 1, z0.size, width))
+    return draws[seeds] * np.sqrt(z0 / width)[None, :, None]
 
 
 def deterministic_init(z0_rows) -> np.ndarray:
@@ -88,20 +93,20 @@ def train_loss_only(form: DiagonalForm, W0: np.ndarray, y, *, lr: float, steps: 
 
 
 def shifted_exponents(t, loss, window) -> np.ndarray:
-    """Exponents refitted with the window's ends moved by 2 (order of ``SHIFTS``)."""
+    """Exponents refitted with the window's ends shifted by a factor 2 (order of ``SHIFTS``)."""
     sens = window_sensitivity(t, loss, window)
     return np.array([sens[k] for k in SHIFTS])
 
 
 def shifted_windows(window) -> list[tuple[float, float]]:
-    """The windows of ``SHIFTS``: one end moved by a factor 2 (as nqf.scaling.window_sensitivity)."""
+    """The windows of ``SHIFTS``: one end shifted by a factor 2 (as nqf.scaling.window_sensitivity)."""
     lo, hi = window
     return [(lo / 2, hi), (lo * 2, hi), (lo, hi / 2), (lo, hi * 2)]
 
 
 def shifted_ci_halves(t, loss, window, n_boot: int) -> np.ndarray:
-    """Bootstrap 95% CI half-widths of the exponent over each moved window (order of ``SHIFTS``);
-    NaN where :func:`shifted_exponents` is NaN (the moved window leaves the record or gets narrower
+    """Bootstrap 95% CI half-widths of the exponent over each shifted window (order of ``SHIFTS``);
+    NaN where :func:`shifted_exponents` is NaN (the shifted window leaves the record or gets narrower
     than a factor 2)."""
     exps = shifted_exponents(t, loss, window)
     out = np.full(len(SHIFTS), math.nan)
@@ -157,7 +162,7 @@ def exponent_variables(pred, t, curve, n_boot: int, prefix: str = "theory") -> d
         f"{prefix}_exponent_ci_low": ((), fit.ci_low, {**one, "long_name": "lower 95% bound, block bootstrap of the theory curve's residuals"}),
         f"{prefix}_exponent_ci_high": ((), fit.ci_high, {**one, "long_name": "upper 95% bound, block bootstrap of the theory curve's residuals"}),
         f"{prefix}_shifted_exponent": ("shift", shifted_exponents(t, curve, win), {
-            **one, "long_name": "theory curve's exponent with one window end moved by a factor 2"}),
+            **one, "long_name": "theory curve's exponent with one window end shifted by a factor 2"}),
         f"{prefix}_shifted_ci_half": ("shift", shifted_ci_halves(t, curve, (win.t_lo, win.t_hi), n_boot), {
             **one, "long_name": "block-bootstrap 95% CI half-width of that exponent (the staircase ripple)"}),
     }
@@ -182,10 +187,10 @@ def exponent_claims(theory_ds: xr.Dataset, fit, shifted_gd: np.ndarray, shifted_
                     asymptotic_name: str = "(alpha1-1)/alpha2") -> list[Claim]:
     """Claims on a measured exponent, each with a tolerance from its error budget (module
     docstring) times ``factor``: against the asymptotic, finite-eps corrected and exact-curve
-    predictions, against the exact curve over each moved window, and the power-law test.
+    predictions, against the exact curve over each shifted window, and the power-law test.
 
     ``fit`` is the GD fit over the theory's window; ``shifted_gd`` and ``shifted_half`` are GD's
-    exponents and CI half-widths over the moved windows (order of ``SHIFTS``); ``h`` is the flow
+    exponents and CI half-widths over the shifted windows (order of ``SHIFTS``); ``h`` is the flow
     step c lr and ``rates`` the modes' growth rates (for GD's O(lr) term, ordered as the theory's
     ``t_star``). ``asymptotic_checks``/``asymptotic_source`` label the asymptotic claim (the
     paper's figure, or the theorem where the paper has no figure), ``asymptotic_name`` is its
@@ -229,14 +234,14 @@ def exponent_claims(theory_ds: xr.Dataset, fit, shifted_gd: np.ndarray, shifted_
                                                         shifted_windows((t_lo, t_hi)), th_shift, th_shift_half):
         budget = ErrorBudget(common_terms(a_, b_, g_half, t_s_half, t_s), factor)
         if not np.isfinite(g):
-            note = (f"the window moved by {name} leaves the recorded times: train longer (steps) so that "
+            note = (f"the window shifted by {name} leaves the recorded times: train longer (steps) so that "
                     f"the record covers twice the window's end")
         else:
             note = (f"moving the window ({name}) changes GD's exponent by {abs(g - b):.4f} and the exact "
                     f"curve's by {abs(t_s - th):.4f}: the local exponent drifts (resolved drops at the lower "
                     f"end, the finite-size cutoff at the upper end), which the theory predicts")
         claims.append(budget.claim(f"{what} exponent, window end {name}: GD vs exact theory", float(t_s), float(g),
-                                   checks="theorem", source=f"{theorem}: exact solution over a moved window",
+                                   checks="theorem", source=f"{theorem}: exact solution over a shifted window",
                                    note=note))
     claims.append(Claim(f"{what}: power_law_test on the seed-mean curve (1 = power law)", 1.0,
                         float(fit.is_power_law), math.nan, kind="at_least", checks="ours",

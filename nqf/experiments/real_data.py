@@ -50,11 +50,11 @@ _DATA = ("dataset", "path", "n_train", "n_test", "data_seed", "architectures", "
 STAGE_KEYS = {
     "data": _DATA,
     "structure": ("architectures", "sizes", "n_train"),
-    "train": ("architectures", "sizes", "n_train", "init_scale", "seeds", "loss", "lr", "steps", "optimizer",
+    "train": ("architectures", "sizes", "n_train", "eps", "seeds", "loss", "lr", "steps", "optimizer",
               "n_record", "dtype"),
     "theory": ("architectures",),
     "fit": ("architectures", "n_test", "threshold", "floor_fraction", "tolerances"),
-    "figure": ("description", "architectures", "dataset", "preprocessing", "n_train", "init_scale", "optimizer", "lr"),
+    "figure": ("description", "architectures", "dataset", "preprocessing", "n_train", "eps", "optimizer", "lr"),
 }
 
 
@@ -93,7 +93,7 @@ def run_config(cfg: dict, run: str) -> dict:
     if run not in cfg["architectures"]:
         raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
     return {"architecture": run, "size": cfg["sizes"][run], "n_train": n_train_of(cfg, run), "steps": cfg["steps"][run],
-            **{k: cfg[k] for k in ("init_scale", "seeds", "loss", "lr", "optimizer", "n_record", "dtype")}}
+            **{k: cfg[k] for k in ("eps", "seeds", "loss", "lr", "optimizer", "n_record", "dtype")}}
 
 
 def build_module(arch: str, size: dict, image: tuple[int, int], seed: int = 0) -> UnitModule:
@@ -284,7 +284,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     x, x_test = x.to(dev, dtype), x_test.to(dev, dtype)
     y = torch.as_tensor(y, device=dev, dtype=dtype)
     y_test = torch.as_tensor(data["y_test"].values, device=dev, dtype=dtype)
-    W0 = initial_weights(module, rc["seeds"], [rc["init_scale"]]).to(dev, dtype)
+    W0 = initial_weights(module, rc["seeds"], [rc["eps"]]).to(dev, dtype)
     with torch.no_grad():
         f0 = module.forward_with(torch.zeros_like(W0[0]), x)
         f0_test = module.forward_with(torch.zeros_like(W0[0]), x_test)[:, 0]
@@ -319,7 +319,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
                 "units": units, "long_name": f"{'module' if model_name == 'module' else 'NQF'} {long_name}"})
     ds["seed"].attrs.update(long_name="torch seed of the initial weights")
     ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, p=module.p, width=module.width,
-                    init_scale=float(rc["init_scale"]), optimizer=rc["optimizer"], lr=float(rc["lr"]),
+                    eps=float(rc["eps"]), optimizer=rc["optimizer"], lr=float(rc["lr"]),
                     steps=steps, f0_rms=float(f0.pow(2).mean().sqrt()), device=str(dev), dtype=rc["dtype"],
                     n_test=int(y_test.numel()), n_train=int(y.numel()), loss_convention=rc.get("loss", "mean"),
                     dataset=data.attrs.get("source", ""), preprocessing=data.attrs.get("preprocessing", ""))
@@ -517,6 +517,6 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         data_name += f", {cfg.get('preprocessing', 'standardise')} pixels"
         n_seeds = run_ds[archs[0]].sizes["seed"]
         fig.suptitle(f"{cfg['description']}\n{data_name}; mean over {n_seeds} seeds (band: min-max); "
-                     f"init N(0, {cfg['init_scale']:g}$^2$), full-batch {cfg['optimizer']} lr {cfg['lr']:g}",
+                     f"init N(0, {cfg['eps']:g}$^2$), full-batch {cfg['optimizer']} lr {cfg['lr']:g}",
                      fontsize=font_size + 1)
         plotting.save(fig, paths)

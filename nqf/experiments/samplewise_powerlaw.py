@@ -157,7 +157,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     W0 = seeded_init(z0, cfg["seeds"], cfg["width"], cfg["init_seed"])
     ds, dev = train_loss_only(form, W0, data["y"].values, lr=cfg["lr"], steps=cfg["steps"],
                               n_record=cfg["n_record"], device=device, dtype=cfg["dtype"],
-                              replica_dim="seed", replica_coords=np.arange(cfg["seeds"]),
+                              replica_dim="seed", replica_coords=np.asarray(cfg["seeds"], dtype=np.int64),
                               loss=cfg.get("loss", "mean"))
     ds["loss"].attrs["long_name"] = "training loss (Eq. 26) (1/m) sum_mu (f_mu - y_mu)^2 (minimum 0)"
     ds.attrs.update(run=run, experiment_kind=KIND, model="quadratic", beta0=cfg["beta0"], device=dev,
@@ -197,7 +197,7 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
         coords={"time": ("time", t, {**one, "long_name": "Eq. 26 gradient-flow time t = c lr step"}),
                 "step": ("time", steps, {"long_name": "equivalent GD step t / (c lr), c the loss convention's factor"}),
                 "sample": np.arange(1, m + 1),
-                "shift": ("shift", np.array(SHIFTS, dtype=object), {"long_name": "window end moved by a factor 2"})},
+                "shift": ("shift", np.array(SHIFTS, dtype=object), {"long_name": "window end shifted by a factor 2"})},
         attrs={"experiment_kind": KIND, "eps": cfg["eps"], "beta0": cfg["beta0"], "flow_lr": h,
                "loss_convention": cfg["loss"],
                "solution": "Theorem 5 (Eq. 36), exact half-saturation times, nqf.scaling.predict_exponent",
@@ -230,7 +230,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
             "exponent_ci_low": ((), pl.ci_low, {**one, "long_name": "lower 95% bound (percentile bootstrap over seeds)"}),
             "exponent_ci_high": ((), pl.ci_high, {**one, "long_name": "upper 95% bound (percentile bootstrap over seeds)"}),
             "exponent_per_seed": ("seed", pl.per_seed, {**one, "long_name": "exponent fitted on each seed"}),
-            "shifted_exponent": ("shift", shifted, {**one, "long_name": "GD exponent with one window end moved by a factor 2"}),
+            "shifted_exponent": ("shift", shifted, {**one, "long_name": "GD exponent with one window end shifted by a factor 2"}),
             "shifted_ci_half": ("shift", shifted_half, {**one, "long_name": "bootstrap 95% CI half-width of that exponent"}),
             "theory_shifted_exponent": theory_ds["theory_shifted_exponent"],
             "flow_lr": ((), h, {**one, "long_name": "Eq. 26 flow time per GD step, c lr"}),

@@ -62,8 +62,8 @@ PAPER_SOURCE = ("Fig. 6 / App. C: 'the trajectories of two student models match 
 STAGE_KEYS = {
     "data": _DATA,
     "structure": ("architectures", "sizes", "data_seed"),
-    "train": _DATA + ("loss", "lr", "steps", "batch_size", "init_std", "seeds", "threshold"),
-    "theory": ("architectures", "loss", "lr", "batch_size", "init_std", "sizes"),
+    "train": _DATA + ("loss", "lr", "steps", "batch_size", "eps", "seeds", "threshold"),
+    "theory": ("architectures", "loss", "lr", "batch_size", "eps", "sizes"),
     "fit": ("architectures", "threshold", "sustain_steps", "tolerances"),
     "figure": ("description", "architectures", "loss", "threshold", "sustain_steps"),
 }
@@ -79,7 +79,7 @@ def run_config(cfg: dict, run: str) -> dict:
     """The keys one run reads: its architecture's size, learning rate and steps."""
     if run not in cfg["architectures"]:
         raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
-    shared = ("teacher_std", "teacher_fan_in", "n_probe", "data_seed", "loss", "batch_size", "init_std",
+    shared = ("teacher_std", "teacher_fan_in", "n_probe", "data_seed", "loss", "batch_size", "eps",
               "seeds", "threshold")
     return {"architecture": run, "size": cfg["sizes"][run], "lr": cfg["lr"][run],
             "steps": cfg["steps"][run], **{k: cfg[k] for k in shared}}
@@ -173,7 +173,7 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
     archs = list(structure_ds["arch"].values)
     r, C = structure_ds["r"].values, structure_ds["C"].values
-    z0 = np.array([cfg["init_std"] ** 2 * build(a, cfg["sizes"][a], n_outputs=1).width for a in archs])
+    z0 = np.array([cfg["eps"] ** 2 * build(a, cfg["sizes"][a], n_outputs=1).width for a in archs])
     lr = np.array([flow_lr(cfg["lr"][a], cfg["loss"], cfg["batch_size"]) for a in archs], float)
     t_star = np.log(r / (C * z0)) / r
     return xr.Dataset(
@@ -284,13 +284,13 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     arch = rc["architecture"]
     module = _module_for(data, arch, rc["size"], rc["data_seed"])
     W_star = torch.as_tensor(data[f"{arch}_teacher_W"].values)
-    W0 = initial_weights(module, rc["seeds"], [rc["init_std"]])
+    W0 = initial_weights(module, rc["seeds"], [rc["eps"]])
     ds = train_online_side_by_side(module, W_star, W0, probe_inputs(data, arch), lr=float(rc["lr"]),
                                    steps=int(rc["steps"]), batch_size=int(rc["batch_size"]),
                                    seeds=rc["seeds"], threshold=float(rc["threshold"]),
                                    loss=rc.get("loss", "mean"))
     ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, p=module.p, width=module.width,
-                    init_std=float(rc["init_std"]))
+                    eps=float(rc["eps"]))
     return ds
 
 

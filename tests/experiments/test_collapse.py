@@ -19,7 +19,7 @@ from nqf.losses import loss_factor
 
 from helpers import claim_rows, kind_config, stage_chain
 
-SMALL = dict(architectures=["diagonal", "rectangular"], r=[1.0, 0.4], eps=[1e-3, 1e-6], seeds=2, tau_max=3.5,
+SMALL = dict(architectures=["diagonal", "rectangular"], r=[1.0, 0.4], eps=[1e-3, 1e-6], seeds=[0, 1], tau_max=3.5,
              n_record=120)
 
 
@@ -44,7 +44,7 @@ def test_every_architecture_has_the_same_lv_coefficients(arch):
 
 
 def test_ignition_times_collapse_as_eps_falls():
-    cfg = config(eps=[1e-2, 1e-4, 1e-8], seeds=2, tau_max=4.5, lr=0.02, n_record=150)
+    cfg = config(eps=[1e-2, 1e-4, 1e-8], seeds=[0, 1], tau_max=4.5, lr=0.02, n_record=150)
     *_, fit = pipeline(cfg)
     tau = fit["tau_star_measured"].values  # (architecture, eps, seed, mode)
     spread = (tau.max(axis=0) - tau.min(axis=0)).max(axis=(1, 2))
@@ -84,7 +84,7 @@ def test_loss_conventions_run_on_the_eq26_clock(convention, small_outcome):
     assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
 
 
-FAST = dict(r=[2.0, 0.8], eps=[1e-2, 1e-6], seeds=2, tau_max=3.5, lr=0.05, n_record=120)
+FAST = dict(r=[2.0, 0.8], eps=[1e-2, 1e-6], seeds=[0, 1], tau_max=3.5, lr=0.05, n_record=120)
 
 
 def test_faster_modes_and_a_larger_lr_pass_every_row():

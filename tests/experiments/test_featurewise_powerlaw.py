@@ -43,7 +43,7 @@ def test_data_give_exactly_the_designed_r_C_V(m, alpha1, alpha2):
 
 def test_seeded_init_has_the_profile_in_mean_and_chi2_scatter():
     z0 = 1e-6 * np.arange(1, 201.0) ** -1.2
-    W0 = F.seeded_init(z0, seeds=400, width=16, seed=3)
+    W0 = F.seeded_init(z0, seeds=range(400), width=16, seed=3)
     ratio = (W0 ** 2).sum(-1) / z0  # chi^2_16 / 16: mean 1, variance 2/16
     n = ratio.size
     # chi^2_d / d (d = 16) has mean 1, variance 2/d and central fourth moment mu4 = 12 (d + 4) / d^3:
@@ -92,7 +92,7 @@ def test_loss_convention_changes_only_the_clock(loss):
     c (lr / c) step to 1e-12; the theory stage puts its clock on the same times."""
     m, lr = 40, 0.1
     c = loss_factor(loss, m)
-    ref_cfg = config(m=m, steps=600, n_record=60, seeds=2, width=4)
+    ref_cfg = config(m=m, steps=600, n_record=60, seeds=[0, 1], width=4)
     cfg = dict(ref_cfg, loss=loss, lr=lr / c)
     data = F.make_data(ref_cfg)
     ref = F.train_run(data, F.run_config(ref_cfg, "seeds"), "seeds", device="cpu")
@@ -111,7 +111,7 @@ def test_loss_convention_changes_only_the_clock(loss):
 def small_experiment():
     """m = 300, 6 seeds of width 16: the window (modes 3..29) spans a factor 6 in t. Trained under
     the half_sum convention with lr 0.1 / (m/2): the Eq. 26 flow step is 0.1, as at the default."""
-    cfg = config(m=300, steps=4800, n_record=300, seeds=6, width=16, n_boot=400, loss="half_sum",
+    cfg = config(m=300, steps=4800, n_record=300, seeds=list(range(6)), width=16, n_boot=400, loss="half_sum",
                  lr=0.1 / 150, crossover_eps=[1e-2, 1e-5, 1e-9, 1e-14, 1e-20])
     data = F.make_data(cfg)
     st = F.structure(data, cfg)

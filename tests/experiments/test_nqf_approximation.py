@@ -223,17 +223,17 @@ def test_small_mlp_tracks_its_nqf_at_small_init_and_departs_at_large_init():
     assert np.allclose(theory["z_end"].sel(arch="mlp"), 2 * np.asarray(cfg["singular_values"]), rtol=1e-10)
     runs = {r: na.train_run(data, run_config(cfg, r), r, device="cpu") for r in na.runs(cfg)}
     run = runs["mlp_gd"]
-    assert run["s_module"].dims == ("init_scale", "seed", "step", "k")
+    assert run["s_module"].dims == ("eps", "seed", "step", "k")
     assert run["M_nqf"].shape == (2, 2, 51, 14, 14) and run["step"].values[-1] == 200
-    final = run["s_nqf"].sel(init_scale=0.01).isel(step=-1).values / cfg["singular_values"]
+    final = run["s_nqf"].sel(eps=0.01).isel(step=-1).values / cfg["singular_values"]
     assert np.allclose(final, 1.0, atol=0.02)  # every mode learned
     assert float(run["time"].values[-1]) == pytest.approx(200 * 2.0 * 0.5, rel=1e-12)  # c lr step
     fit = na.fit(structure, theory, runs, stage_config(cfg, "fit"))
     D = fit["D_max"]
     tol = fit["small_init_tolerance"]
-    assert np.all(D.sel(init_scale=0.01) <= tol) and np.all((0.01 < tol) & (tol < 0.03))
-    assert np.allclose(tol, 3 * fit["truncation_max"].sel(init_scale=0.01), rtol=1e-6)
-    assert np.all(D.sel(init_scale=0.2) >= 5 * D.sel(init_scale=0.01))
+    assert np.all(D.sel(eps=0.01) <= tol) and np.all((0.01 < tol) & (tol < 0.03))
+    assert np.allclose(tol, 3 * fit["truncation_max"].sel(eps=0.01), rtol=1e-6)
+    assert np.all(D.sel(eps=0.2) >= 5 * D.sel(eps=0.01))
     assert bool(np.all(fit["claim_passed"].values)) and fit.sizes["claim"] == 6
     assert set(fit["claim_checks"].values) == {"paper"}
     assert {str(v) for v in fit["claim_source"].values} == {na.TRACKS_SOURCE, na.DEPARTS_SOURCE}
@@ -263,7 +263,7 @@ def test_a_wrong_structure_matrix_fails_the_budget(monkeypatch):
     monkeypatch.setattr(na, "build_module", wrong_build)
     runs = {r: na.train_run(data, run_config(cfg, r), r, device="cpu") for r in na.runs(cfg)}
     fit = na.fit(structure, theory, runs, stage_config(cfg, "fit"))
-    assert float(fit["D_max"].sel(init_scale=0.01).max()) > 0.05
+    assert float(fit["D_max"].sel(eps=0.01).max()) > 0.05
     small = list(fit["claim_quantity"].values).index("D(mlp gd sigma=0.01) within the NQF's error budget")
     assert not bool(fit["claim_passed"].values[small])
 
@@ -282,7 +282,7 @@ def test_paper_config_has_the_papers_sizes():
     from nqf.config import load_yaml
 
     cfg = validate_config(load_yaml("config/paper.yaml"))["experiments"]["nqf_approximation"]
-    assert cfg["n_samples"] == 600 and cfg["n_outputs"] == 8 and cfg["init_scales"] == [0.01, 0.2]
+    assert cfg["n_samples"] == 600 and cfg["n_outputs"] == 8 and cfg["eps"] == [0.01, 0.2]
     assert cfg["singular_values"] == [1.0, 0.5, 0.25, 0.125] and len(cfg["seeds"]) >= 3
     sizes = cfg["sizes"]
     assert sizes["mlp"] == {"D": 20, "width": 64}

@@ -89,7 +89,7 @@ def test_loss_convention_changes_only_the_clock(loss):
     relative in float64, the time c (lr / c) step to 1e-12, and the theory's clock is the same."""
     m, lr = 60, 0.1
     c = loss_factor(loss, m)
-    ref_cfg = config(m=m, steps=2000, n_record=60, seeds=2, width=4, n_boot=0)
+    ref_cfg = config(m=m, steps=2000, n_record=60, seeds=[0, 1], width=4, n_boot=0)
     cfg = dict(ref_cfg, loss=loss, lr=lr / c)
     data = S.make_data(ref_cfg)
     ref = S.train_run(data, ref_cfg, "seeds", device="cpu")
@@ -105,7 +105,7 @@ def test_loss_convention_changes_only_the_clock(loss):
 def small_experiment():
     """m = 300, 6 seeds of width 16: window samples 3..29 (a factor 5.5 in t). Trained under the
     sum convention with lr 0.1 / m: the Eq. 26 flow step is 0.1, as at the default."""
-    cfg = config(m=300, steps=4300, n_record=300, seeds=6, width=16, n_boot=400, loss="sum", lr=0.1 / 300)
+    cfg = config(m=300, steps=4300, n_record=300, seeds=list(range(6)), width=16, n_boot=400, loss="sum", lr=0.1 / 300)
     data = S.make_data(cfg)
     st = S.structure(data, cfg)
     th = S.theory(st, cfg)

@@ -13,7 +13,7 @@ def _cfg(**over):
                sizes={"mlp": {"D": 6, "width": 12}, "qk_head": {"D": 4, "d_k": 2, "width": 2, "seq_len": 5}},
                teacher_std=1.0, teacher_fan_in=False, n_probe=64, data_seed=0,
                lr={"mlp": 0.05, "qk_head": 0.02}, steps={"mlp": 40, "qk_head": 40}, batch_size=16,
-               init_std=EPS, seeds=[0, 1], threshold=0.05, loss="mean", sustain_steps=3,
+               eps=EPS, seeds=[0, 1], threshold=0.05, loss="mean", sustain_steps=3,
                tolerances={"min_agree_steps": 10, "parting_cv": 0.25})
     cfg.update(over)
     return cfg

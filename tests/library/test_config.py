@@ -1,7 +1,8 @@
 """Config validation: defaults filled, every bad value refused with the key's path."""
+import numpy as np
 import pytest
 
-from nqf.config import ConfigError, load_schema, load_yaml, validate_config
+from nqf.config import RENAMED, ConfigError, kind_names, load_schema, load_yaml, resolve, validate_config
 from nqf.experiments import KINDS
 
 
@@ -53,20 +54,123 @@ def test_bad_values_are_refused_naming_the_key(config, key, words):
 
 def test_schema_kinds_match_the_implemented_kinds():
     schema = load_schema()
-    listed = schema["properties"]["experiments"]["additionalProperties"]["properties"]["kind"]["enum"]
-    assert set(listed) == set(schema["$defs"]) == set(KINDS)
+    listed = kind_names(schema)
+    assert set(listed) == set(KINDS) and set(listed) <= set(schema["$defs"])
 
 
 def test_every_schema_key_is_documented():
+    """Every key has a description, its own or that of the shared part it references."""
+    schema = load_schema()
+
     def walk(node, path):
+        node = resolve(node, schema)
         for key, sub in node.get("properties", {}).items():
             if key != "kind":
-                assert "description" in sub, f"{path}.{key} lacks a description"
+                assert "description" in resolve(sub, schema), f"{path}.{key} lacks a description"
             walk(sub, f"{path}.{key}")
-    schema = load_schema()
     walk(schema, "")
-    for kind, sub in schema["$defs"].items():
-        walk(sub, kind)
+    for kind in kind_names(schema):
+        walk(schema["$defs"][kind], kind)
+
+
+def test_every_reference_resolves():
+    """Every $ref in the schema points at a definition (jsonschema would only fail on use)."""
+    schema = load_schema()
+    refs = []
+
+    def collect(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                refs.append(node)
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+    collect(schema)
+    assert len(refs) > 100  # the shared parts are referenced, not copied
+    for node in refs:
+        assert resolve(node, schema).get("type") or resolve(node, schema).get("enum"), node["$ref"]
+
+
+def test_defaults_behind_a_reference_are_filled():
+    """Shared parts ($defs/loss, dtype, n_boot, init_seed, tolerances, safety_factor) give their
+    defaults; a kind's own default beside the reference wins (real_data's safety factor 2)."""
+    cfg = validate_config({"experiments": {
+        "p": {"kind": "samplewise_powerlaw"}, "r": {"kind": "real_data"}, "d": {"kind": "deep"}}})["experiments"]
+    p, r, d = cfg["p"], cfg["r"], cfg["d"]
+    assert p["loss"] == "mean" and p["dtype"] == "float64" and p["n_boot"] == 2000 and p["init_seed"] == 0
+    assert p["tolerances"] == {"safety_factor": 3} and p["seeds"] == list(range(8)) and p["eps"] == 1e-9
+    assert p["description"] == "sample-wise power law (Theorem 11)"
+    assert r["tolerances"]["safety_factor"] == 2 and r["eps"] == 0.01 and r["sizes"]["mlp"]["width"] == 20
+    assert r["seeds_per_job"] == "all" and d["momentum"] == 0.9 and d["lr"]["mlp"]["gd"] == 0.05
+    assert d["init_variance"] == {"mlp": [0.05, 0.5], "attention": [0.1, 1.0]}
+
+
+@pytest.mark.parametrize("kind, key, value, words", [
+    ("samplewise_powerlaw", "eps", 0, "must be > 0 and < 1"),
+    ("samplewise_powerlaw", "eps", "1e-5", None),  # YAML 1.1 number behind a reference
+    ("collapse", "eps", [1e-3, 2.0], "must be > 0 and < 1"),
+    ("collapse", "seeds", [0, -1], "must be >= 0"),
+    ("collapse", "seeds", [], "[] should be non-empty"),
+    ("teacher_student", "eps", -1.0, "must be > 0"),
+    ("nqf_approximation", "eps", [0.01], "is too short"),
+    ("real_data", "dtype", "float16", "must be one of float64, float32"),
+    ("deep", "seeds_per_job", "some", "must be an integer >= 1 or 'all'"),
+    ("featurewise", "lr", 20.0, "must be <= 10"),
+    ("featurewise", "tolerances", {"safety_factor": 0}, "must be > 0"),
+])
+def test_values_behind_a_reference_are_checked_naming_the_key(kind, key, value, words):
+    config = {"experiments": {"x": {"kind": kind, key: value}}}
+    if words is None:
+        assert validate_config(config)["experiments"]["x"][key] == float(value)
+        return
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    msg = str(info.value)
+    assert f"'experiments.x.{key}" in msg and words in msg and msg.count("\n") == 0
+
+
+@pytest.mark.parametrize("kind, old, value, new", [
+    ("real_data", "init_scale", 0.01, "eps"),
+    ("nqf_approximation", "init_scales", [0.01, 0.2], "eps"),
+    ("teacher_student", "init_std", 1e-3, "eps"),
+    ("deep", "init_variances", {"mlp": [0.05, 0.5]}, "init_variance"),
+])
+def test_old_spellings_are_refused_with_the_new_name(kind, old, value, new):
+    with pytest.raises(ConfigError) as info:
+        validate_config({"experiments": {"x": {"kind": kind, old: value}}})
+    msg = str(info.value)
+    assert msg == (f"Config key 'experiments.x.{old}' was renamed: use '{new}' ({RENAMED[old][1]}).")
+    assert msg.count("\n") == 0
+
+
+@pytest.mark.parametrize("kind, n, listed", [
+    ("collapse", 4, "[0, 1, 2, 3]"),
+    ("featurewise_powerlaw", 8, "[0, 1, 2, 3, 4, 5, 6, 7]"),
+    ("samplewise_powerlaw", 6, "[0, 1, 2, 3, 4, 5]"),
+    ("init_scaling", 256, "[0, 1, ..., 255]"),
+    ("init_scaling", 0, "[]"),
+    ("teacher_student", 5, "[0, 1, 2, 3, 4]"),
+])
+def test_an_integer_seed_count_is_refused_with_the_list(kind, n, listed):
+    with pytest.raises(ConfigError) as info:
+        validate_config({"experiments": {"x": {"kind": kind, "seeds": n}}})
+    assert str(info.value) == (f"Config key 'experiments.x.seeds' is a list of integer seeds now, not a count: "
+                               f"use seeds: {listed} for the same {n} seeds.")
+
+
+def test_a_seed_list_gives_the_seeds_of_the_old_count():
+    """seeds: n drew seeds 0..n-1 of one generator; the list [0, ..., n-1] draws the same weights,
+    and each seed keeps its weights when others are left out (the s-th draw of the stream)."""
+    from nqf.experiments.powerlaw import seeded_init
+
+    z0 = [1e-6, 1e-7, 1e-8]
+    full = seeded_init(z0, range(5), 4, 3)
+    assert full.shape == (5, 3, 4)
+    assert np.array_equal(seeded_init(z0, [1, 3], 4, 3), full[[1, 3]])
+    rng = np.random.default_rng(3)  # the old integer-count draw
+    assert np.array_equal(full, rng.standard_normal((5, 3, 4)) * np.sqrt(np.asarray(z0) / 4)[None, :, None])
 
 
 def test_shipped_configs_are_valid():

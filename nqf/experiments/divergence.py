@@ -14,11 +14,11 @@ import xarray as xr
 from nqf.experiments.common import Claim, claims_dataset
 from nqf.training import TrainingDiverged
 
+
 def stable_lr_clause(structure: xr.Dataset | None, cfg: dict) -> str:
     """' The structure statistics predict ... lr < X ...' from the experiment's structure file
-    (None when the structure stage has not run yet), or '' if it holds no shared-eigenbasis
-    reduction to read it from. The training job reads that file if it exists; it never
-    recomputes the structure stage to word an error message."""
+    (see :func:`structure_for_hint`), or '' if it holds no shared-eigenbasis reduction to read
+    it from."""
     from nqf.stability import stability_hint
 
     if structure is None or "C" not in structure or "z_final" not in structure or structure["C"].ndim != 2:
@@ -29,6 +29,17 @@ def stable_lr_clause(structure: xr.Dataset | None, cfg: dict) -> str:
     except Exception:  # the hint is a courtesy; never mask the divergence itself
         return ""
     return f" {clause}" if clause else ""
+
+
+def structure_for_hint(data: xr.Dataset, exp_cfg: dict) -> xr.Dataset | None:
+    """The structure stage's result for a divergence message when its file is not there yet (the
+    training job does not wait for that stage); None when it cannot be computed."""
+    from nqf.experiments import stage_config, structure_of
+
+    try:
+        return structure_of(data, stage_config(exp_cfg, "structure"))
+    except Exception:  # the hint is a courtesy; never mask the divergence itself
+        return None
 
 
 def diverged_run(exc: TrainingDiverged, run: str, message: str) -> xr.Dataset:

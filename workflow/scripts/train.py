@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from nqf.experiments import kind_of, split_run_id
-from nqf.experiments.divergence import diverged_run, stable_lr_clause
+from nqf.experiments.divergence import diverged_run, stable_lr_clause, structure_for_hint
 from nqf.experiments.jobs import job
 from nqf.netcdf import open_result, write_dataset
 from nqf.training import TrainingDiverged
@@ -26,9 +26,11 @@ with job(snakemake.log[0], "train") as log:  # noqa: F821
     try:
         ds = kind_of(cfg).train_run(data, cfg, base, device=snakemake.config["device"])  # noqa: F821
     except TrainingDiverged as exc:
-        # results/runs/{exp}/{run}.nc -> results/structure/{exp}.nc, read if that stage has run
+        # the structure file if that stage has run (results/runs/{exp}/{run}.nc ->
+        # results/structure/{exp}.nc), else the stage computed here: only to word the message
         structure_file = Path(snakemake.output[0]).parents[2] / "structure" / f"{snakemake.wildcards.exp}.nc"  # noqa: F821
-        structure = open_result(structure_file, made_by="structure") if structure_file.exists() else None
+        structure = (open_result(structure_file, made_by="structure") if structure_file.exists()
+                     else structure_for_hint(data, snakemake.config["experiments"][snakemake.wildcards.exp]))  # noqa: F821
         exc.args = (str(exc) + stable_lr_clause(structure, cfg),)
         if snakemake.config.get("on_divergence", "stop") != "record":  # noqa: F821
             raise

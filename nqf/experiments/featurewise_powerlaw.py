@@ -37,7 +37,7 @@ import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, flow_step,
-                                     loglog_panel, seeded_init, shifted_ci_halves, shifted_exponents,
+                                     seeded_init, shifted_ci_halves, shifted_exponents,
                                      train_loss_only)
 from nqf.ignition import predicted_ignition_times
 from nqf.losses import flow_lr
@@ -322,39 +322,3 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
         attrs={"experiment_kind": KIND, "flow_lr": h, "power_law_test": pl.reason, "ci_method": pl.ci_method},
     )
     return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Left: normalised excess loss on log-log axes with the fitted and predicted slopes. Right: the
-    number of distinct drops against ln(1/eps), predicted, measured and the asymptotic line."""
-    from nqf import plotting
-
-    seeds = run_ds["seeds"]
-    with plotting.style(font_size, dpi):
-        fig, (ax, axc) = plotting.plt.subplots(1, 2, figsize=(7.6, 3.3), constrained_layout=True,
-                                               gridspec_kw={"width_ratios": [1.35, 1]})
-        loglog_panel(ax, seeds["time"].values, seeds["loss"].values, theory_ds["time"].values,
-                     theory_ds["excess_loss"].values, theory_ds, fit_ds,
-                     xlabel=r"gradient-flow time $t = c\,\eta\cdot$step (Eq. 26)",
-                     ylabel=r"normalised excess loss $E(t)/E(0)$", label="GD")
-        ax.set_title(f"$\\epsilon$ = {cfg['eps']:g}: excess loss (Thm 9)")
-        grid = theory_ds["eps_grid"].values
-        xg = np.log(1.0 / grid)
-        axc.step(xg, theory_ds["drops_grid"].values, where="mid", color="k", linewidth=1.2,
-                 label="exact theory (count_drops)")
-        x = np.log(1.0 / fit_ds["eps"].values)
-        axc.plot(x, fit_ds["drops_measured"].values, color="tab:blue", linestyle="none", marker="o",
-                 markersize=5, markerfacecolor="none", label="GD (count_drops)")
-        w = float(theory_ds["drop_width_fit"])
-        axc.plot(xg, float(theory_ds["drops_slope"]) * xg + float(theory_ds["drops_intercept"]),
-                 color="tab:red", label=f"linear law $\\alpha_2\\ln(1/\\epsilon)/w$ + c, w = {w:.2f} (fitted)",
-                 **plotting.THEORY)
-        axc.plot(xg, theory_ds["alpha2_fit"].item() * xg / math.log(81.0), color="0.5", linestyle=(0, (1, 2)),
-                 label=r"$\alpha_2\ln(1/\epsilon)/\ln 81$ (gap > width)")
-        axc.set_xlabel(r"$\ln(1/\epsilon)$")
-        axc.set_ylabel("distinct loss drops (resolved plateaus)")
-        axc.set_title("resolved-to-merged crossover")
-        axc.legend(loc="upper left", fontsize="small")
-        fig.suptitle(f"{cfg['description']} (flow step c lr = {float(fit_ds['flow_lr']):g})", fontsize=font_size + 1)
-        plotting.save(fig, paths)

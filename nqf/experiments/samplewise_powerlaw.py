@@ -31,7 +31,7 @@ import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import claims_dataset
-from nqf.experiments.powerlaw import (SHIFTS, exponent_claims, exponent_variables, flow_step, loglog_panel,
+from nqf.experiments.powerlaw import (SHIFTS, exponent_claims, exponent_variables, flow_step,
                                      seeded_init, shifted_ci_halves, shifted_exponents, train_loss_only)
 from nqf.losses import flow_lr
 from nqf.scaling import fit_power_law, predict_exponent
@@ -246,35 +246,3 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
         attrs={"experiment_kind": KIND, "flow_lr": h, "power_law_test": pl.reason, "ci_method": pl.ci_method},
     )
     return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Left: normalised loss on log-log axes with the fitted and predicted slopes. Right: the exact
-    ignition times t*_mu against mu with the eps -> 0 law ln(1/z_mu(0)) / zeta_mu."""
-    from nqf import plotting
-
-    seeds = run_ds["seeds"]
-    pred = (cfg["gamma1"] * 2 - 1) / cfg["gamma2"]
-    with plotting.style(font_size, dpi):
-        fig, (ax, axt) = plotting.plt.subplots(1, 2, figsize=(7.6, 3.3), constrained_layout=True,
-                                               gridspec_kw={"width_ratios": [1.35, 1]})
-        loglog_panel(ax, seeds["time"].values, seeds["loss"].values, theory_ds["time"].values,
-                     theory_ds["excess_loss"].values, theory_ds, fit_ds,
-                     xlabel=r"gradient-flow time $t = c\,\eta\cdot$step (Eq. 26)",
-                     ylabel=r"normalised loss $L(t)/L(0)$", label="GD")
-        ax.set_title(f"(2$\\gamma_1$-1)/$\\gamma_2$ = {pred:.3f} (Thm 11)")
-        mu = theory_ds["sample"].values
-        axt.plot(mu, theory_ds["t_star"].values, color="k", label=r"Eq. 36: $f_\mu = y_\mu/2$", linewidth=1.2)
-        axt.plot(mu, theory_ds["t_star_asymptotic"].values, color="tab:red",
-                 label=r"$\ln(1/z_\mu(0))/\zeta_\mu$ (Eq. 47)", **plotting.THEORY)
-        k_lo, k_hi = int(theory_ds["window_k_lo"]), int(theory_ds["window_k_hi"])
-        axt.axvspan(k_lo, k_hi, color="0.88", zorder=0, label="window's samples")
-        axt.set_xscale("log")
-        axt.set_yscale("log")
-        axt.set_xlabel(r"sample index $\mu$")
-        axt.set_ylabel(r"ignition time $t^*_\mu$")
-        axt.set_title(r"ignitions: $t^*_\mu \propto \mu^{\gamma_2}$")
-        axt.legend(loc="upper left", fontsize="small")
-        fig.suptitle(f"{cfg['description']} (flow step c lr = {float(fit_ds['flow_lr']):g})", fontsize=font_size + 1)
-        plotting.save(fig, paths)

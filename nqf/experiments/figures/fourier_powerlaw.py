@@ -11,7 +11,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.fourier_powerlaw import _geo_mean
+from nqf.experiments.fits.fourier_powerlaw import geo_mean
 
 
 def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
@@ -35,19 +35,19 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             norm = loss / loss[:, :1]
             t = run["time"].values
             keep = t > 0
-            ax.plot(t[keep], _geo_mean(norm)[keep], color=color, label=label, **style)
+            ax.plot(t[keep], geo_mean(norm)[keep], color=color, label=label, **style)
             if name == "fourier_mlp":
                 ax.fill_between(t[keep], norm.min(0)[keep], norm.max(0)[keep], color=color, alpha=0.2, linewidth=0,
                                 label=f"seed range ({norm.shape[0]} seeds)")
         tt = theory_ds["time"].values
         exact = theory_ds["loss_seeds"].values[j]
-        ax.plot(tt[tt > 0], _geo_mean(exact / exact[:, :1])[tt > 0], color="0.55", linestyle=(0, (1, 1.5)),
+        ax.plot(tt[tt > 0], geo_mean(exact / exact[:, :1])[tt > 0], color="0.55", linestyle=(0, (1, 1.5)),
                 linewidth=1.0, label="exact NQF flow (Thm 6)")
         ax.axvspan(lo, hi, color="0.92", zorder=0, label="fitting window")
         # predicted slope through the Fourier MLP's curve at the window's centre, offset by 1/2
         mlp = run_ds["fourier_mlp"]
         tm = mlp["time"].values
-        curve = _geo_mean(mlp["loss"].values[j] / mlp["loss"].values[j][:, :1])
+        curve = geo_mean(mlp["loss"].values[j] / mlp["loss"].values[j][:, :1])
         mid = math.sqrt(lo * hi)
         level = 0.5 * np.exp(np.interp(math.log(mid), np.log(tm[1:]), np.log(curve[1:])))
         b = float(theory_ds["exponent_asymptotic"][j])

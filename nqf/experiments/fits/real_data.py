@@ -14,8 +14,6 @@ from nqf.architectures import higher_order
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 
 KIND = __name__.rpartition(".")[2]  # the kind whose fit stage this is (this module imports no kind)
-
-
 PAPER_SOURCE = ("Fig. 7 / App. C: 'the original models and their corresponding NQFs exhibit indistinguishable "
                 "trajectories in both training loss and test accuracy'")
 

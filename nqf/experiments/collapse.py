@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
 from nqf.ignition import ignition_times, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import LotkaVolterra
@@ -64,16 +64,13 @@ def run_id(arch: str, eps: float) -> str:
 
 
 def runs(cfg: dict) -> list[str]:
-    return [run_id(a, e) for a in cfg["architectures"] for e in cfg["eps"]]
+    return grid_runs(cfg, run_id, "architectures", "eps")
 
 
 def run_config(cfg: dict, run: str) -> dict:
-    for arch in cfg["architectures"]:
-        for eps in cfg["eps"]:
-            if run_id(arch, eps) == run:
-                return {"architecture": arch, "eps": float(eps),
-                        **{k: cfg[k] for k in ("seeds", "tau_max", "loss", "lr", "n_record", "dtype", "data_seed")}}
-    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+    arch, eps = grid_cell(cfg, run, run_id, "architectures", "eps")
+    return {"architecture": arch, "eps": float(eps),
+            **{k: cfg[k] for k in ("seeds", "tau_max", "loss", "lr", "n_record", "dtype", "data_seed")}}
 
 
 def eigenvalues(cfg: dict) -> tuple[np.ndarray, np.ndarray]:

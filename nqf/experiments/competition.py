@@ -36,6 +36,7 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
+from nqf.experiments.diagonal_gd import INIT, identity_init_model
 from nqf.ignition import ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import glv
@@ -122,17 +123,9 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
-    # torch is imported where needed: the theory, fit and figure jobs run without it
-    import torch
-
-    from nqf.forms import DiagonalForm
-    from nqf.quadratic import QuadraticModel
-
     eps = cfg["eps"] if np.isscalar(cfg["eps"]) else _eps_of(cfg, run)
     loss = cfg.get("loss", "mean")
-    form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
-    dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
-    model = QuadraticModel(form, np.sqrt(eps) * np.eye(form.p), device=device, dtype=dtype)
+    model = identity_init_model(data, eps, cfg["dtype"], device)
     eta = flow_lr(cfg["lr"], loss, data.sizes["sample"])
     ds = train(model, data["y"].values, lr=cfg["lr"], steps=steps_for(eps, cfg["tau_max"], eta),
                loss=loss, n_record=cfg["n_record"])
@@ -140,7 +133,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
                {"units": "1", "long_name": "mode amplitude z_k = M_kk"})
     ds = ds.assign_coords(tau=("step", ds["time"].values / np.log(1 / eps), {
         "units": "1", "long_name": "rescaled time t / ln(1/eps)"}))
-    ds.attrs.update(run=run, experiment_kind=KIND, eps=eps, init="W(0) = sqrt(eps) I")
+    ds.attrs.update(run=run, experiment_kind=KIND, eps=eps, init=INIT)
     return ds
 
 

@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, teacher_generator
+from nqf.experiments.common import (Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs, per_arch_dataset,
+                                    teacher_generator)
 from nqf.losses import flow_lr
 from nqf.training import log_step_grid
 
@@ -65,18 +66,14 @@ def run_id(arch: str, optimizer: str) -> str:
 
 def runs(cfg: dict) -> list[str]:
     """One run per architecture x optimizer; it holds every init variance and seed."""
-    return [run_id(a, o) for a in cfg["architectures"] for o in cfg["optimizers"]]
+    return grid_runs(cfg, run_id, "architectures", "optimizers")
 
 
 def run_config(cfg: dict, run: str) -> dict:
-    for a in cfg["architectures"]:
-        for o in cfg["optimizers"]:
-            if run_id(a, o) == run:
-                shared = ("n_train", "n_test", "teacher_std", "data_seed", "loss", "seeds", "n_record", "momentum")
-                return {"architecture": a, "optimizer": o, "size": cfg["sizes"][a], "lr": cfg["lr"][a][o],
-                        "steps": cfg["steps"][a][o], "init_variance": cfg["init_variance"][a],
-                        **{k: cfg[k] for k in shared}}
-    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+    a, o = grid_cell(cfg, run, run_id, "architectures", "optimizers")
+    shared = ("n_train", "n_test", "teacher_std", "data_seed", "loss", "seeds", "n_record", "momentum")
+    return {"architecture": a, "optimizer": o, "size": cfg["sizes"][a], "lr": cfg["lr"][a][o],
+            "steps": cfg["steps"][a][o], "init_variance": cfg["init_variance"][a], **{k: cfg[k] for k in shared}}
 
 
 def make_data(cfg: dict) -> xr.Dataset:
@@ -122,11 +119,9 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
         beta = x.T @ y / y.size
         lam = x @ (beta / np.linalg.norm(beta)) / 2
         r[i], C[i], var[i] = 8.0 / y.size * lam @ y, 8.0 / y.size * lam @ lam, y.var()
-    return xr.Dataset(
-        {"r": ("arch", r, {"units": "1", "long_name": "growth rate of the 1-layer NQF's top mode, r = 4 |(1/m) sum y x|"}),
-         "C": ("arch", C, {"units": "1", "long_name": "self-interaction of that mode, C = (8/m) sum lambda_mu^2"}),
-         "target_variance": ("arch", var, {"units": "1", "long_name": "variance of the training targets"})},
-        coords={"arch": archs}, attrs={"experiment_kind": KIND})
+    return per_arch_dataset(KIND, archs, r=(r, "growth rate of the 1-layer NQF's top mode, r = 4 |(1/m) sum y x|"),
+                            C=(C, "self-interaction of that mode, C = (8/m) sum lambda_mu^2"),
+                            target_variance=(var, "variance of the training targets"))
 
 
 def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:

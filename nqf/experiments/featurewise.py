@@ -32,24 +32,17 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
+from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
 from nqf.orthogonal import random_orthogonal
-from nqf.training import log_step_grid, train
 
 KIND = "featurewise"
 PAPER_FIG3 = "Fig. 3 (left, middle)"
 # Which config keys each stage reads: they become the rule's params, so a change reruns
 # exactly the stages that depend on it.
-STAGE_KEYS = {
-    "data": ("r", "C_diag", "data_seed"),
-    "structure": (),
-    "train": ("eps", "loss", "lr", "steps", "n_record", "dtype"),
-    "theory": ("eps", "loss", "lr", "steps", "n_record"),
-    "fit": ("eps", "loss", "lr", "tolerances"),
-    "figure": ("description", "eps", "loss"),
-}
+STAGE_KEYS = {"data": ("r", "C_diag", "data_seed"), **GD_RUN_STAGE_KEYS}
 
 
 def runs(cfg: dict) -> list[str]:
@@ -81,32 +74,16 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """Full-batch GD on the quadratic model from W(0) = sqrt(eps) I."""
-    # torch is imported where needed: the theory, fit and figure jobs run without it
-    import torch
-
-    from nqf.forms import DiagonalForm
-    from nqf.quadratic import QuadraticModel
-
-    form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
-    p = form.p
-    dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
-    W0 = np.sqrt(cfg["eps"]) * np.eye(p)
-    model = QuadraticModel(form, W0, device=device, dtype=dtype)
-    ds = train(model, data["y"].values, lr=cfg["lr"], steps=cfg["steps"], optimizer="gd",
-               loss=cfg.get("loss", "mean"), n_record=cfg["n_record"])
+    ds = train_gd_run(data, cfg, run, KIND, device)
     ds["z"] = (("seed", "step", "mode"), np.einsum("sikk->sik", ds["M"].values), {
         "units": "1", "long_name": "mode amplitude z_k = M_kk (eigenvalue of W W^T; W stays diagonal)"})
-    ds = ds.assign_coords(mode=np.arange(p))
-    ds.attrs.update(run=run, experiment_kind=KIND, model="quadratic", eps=cfg["eps"],
-                    init="W(0) = sqrt(eps) I", device=str(model.W.device))
-    return ds
+    return ds.assign_coords(mode=np.arange(data.sizes["param"]))
 
 
 def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Theorem 6 closed form, numerical GLV, Theorem 8 ignition times and plateau losses."""
     lv = lv_from_structure(structure)
-    steps = log_step_grid(cfg["steps"], cfg["n_record"])
-    t = flow_lr(cfg["lr"], cfg["loss"], lv.y.size) * steps.astype(float)  # the Eq. 26 flow clock
+    steps, t = flow_times(cfg, lv.y.size)  # the Eq. 26 flow clock
     z0 = np.full(lv.modes, cfg["eps"])
     z_glv = glv(lv.r, lv.C, z0, t, rtol=GLV_RTOL, atol=GLV_ATOL, method="Radau")
     c_diag = np.diag(lv.C)

@@ -38,7 +38,7 @@ import pandas as pd
 import xarray as xr
 
 from nqf.architectures import higher_order, title, unit_input_dim
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
 from nqf.spectra import deviation
 
 if TYPE_CHECKING:
@@ -69,20 +69,16 @@ def run_id(arch: str, optimizer: str) -> str:
 
 def runs(cfg: dict) -> list[str]:
     """One run per architecture x optimizer; it holds every seed and eps."""
-    return [run_id(a, o) for a in cfg["architectures"] for o in cfg["optimizers"]]
+    return grid_runs(cfg, run_id, "architectures", "optimizers")
 
 
 def run_config(cfg: dict, run: str) -> dict:
     """The keys one run reads: its architecture's sizes, learning rate and steps only."""
-    for arch in cfg["architectures"]:
-        for opt in cfg["optimizers"]:
-            if run_id(arch, opt) == run:
-                shared = ("n_samples", "n_outputs", "singular_values", "input_norm", "data_seed", "loss",
-                          "eps", "seeds", "momentum", "n_record", "record_M_max_p", "dtype")
-                return {"architecture": arch, "optimizer": opt, "size": cfg["sizes"][arch],
-                        "lr": cfg["lr"][arch][opt], "steps": cfg["steps"][arch],
-                        **{k: cfg[k] for k in shared}}
-    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+    arch, opt = grid_cell(cfg, run, run_id, "architectures", "optimizers")
+    shared = ("n_samples", "n_outputs", "singular_values", "input_norm", "data_seed", "loss",
+              "eps", "seeds", "momentum", "n_record", "record_M_max_p", "dtype")
+    return {"architecture": arch, "optimizer": opt, "size": cfg["sizes"][arch], "lr": cfg["lr"][arch][opt],
+            "steps": cfg["steps"][arch], **{k: cfg[k] for k in shared}}
 
 
 def check(cfg: dict) -> list[tuple[str, str]]:

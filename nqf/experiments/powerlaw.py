@@ -25,13 +25,14 @@ error budget (nqf.experiments.common.ErrorBudget) times ``tolerances.safety_fact
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget
-from nqf.scaling import fit_power_law, window_sensitivity
+from nqf.scaling import PowerLawFit, fit_power_law, window_sensitivity
 from nqf.training import train
 
 if TYPE_CHECKING:
@@ -166,6 +167,65 @@ def exponent_variables(pred, t, curve, n_boot: int, prefix: str = "theory") -> d
         f"{prefix}_shifted_ci_half": ("shift", shifted_ci_halves(t, curve, (win.t_lo, win.t_hi), n_boot), {
             **one, "long_name": "block-bootstrap 95% CI half-width of that exponent (the staircase ripple)"}),
     }
+
+
+@dataclass
+class SeedFit:
+    """The exponent of a seed run's loss fitted over the theory's window (:func:`fit_seeds`), with
+    the exponents and CI half-widths over the shifted windows and the run's flow step h = c lr."""
+
+    run: xr.Dataset
+    fit: PowerLawFit
+    shifted: np.ndarray
+    shifted_half: np.ndarray
+    h: float
+
+    def variables(self, theory_ds: xr.Dataset, what: str) -> tuple[dict, dict]:
+        """The fit stage's variables of this fit, in two groups (the kinds place ``flow_lr``
+        between or after them): the exponent with its CI, per seed and over the shifted windows
+        (beside the theory's), and power_law_test's measures. ``what`` names the fitted curve."""
+        pl, one = self.fit, {"units": "1"}
+        exponent = {
+            "exponent": ((), pl.exponent, {**one, "long_name": f"exponent b of the {what} ~ t^-b (seed mean)"}),
+            "exponent_ci_low": ((), pl.ci_low, {**one, "long_name": "lower 95% bound (percentile bootstrap over seeds)"}),
+            "exponent_ci_high": ((), pl.ci_high, {**one, "long_name": "upper 95% bound (percentile bootstrap over seeds)"}),
+            "exponent_per_seed": ("seed", pl.per_seed, {**one, "long_name": "exponent fitted on each seed"}),
+            "shifted_exponent": ("shift", self.shifted, {**one, "long_name": "GD exponent with one window end shifted by a factor 2"}),
+            "shifted_ci_half": ("shift", self.shifted_half, {**one, "long_name": "bootstrap 95% CI half-width of that exponent"}),
+            "theory_shifted_exponent": theory_ds["theory_shifted_exponent"],
+        }
+        test = {
+            "residual_rms": ((), pl.residual_rms, {**one, "long_name": "residual rms / fitted drop (power_law_test)"}),
+            "slope_drift": ((), pl.slope_drift, {**one, "long_name": "change of the log-log slope across the window / b"}),
+            "is_power_law": ((), bool(pl.is_power_law), {"long_name": "nqf.scaling.power_law_test verdict"}),
+        }
+        return exponent, test
+
+    def flow_variable(self) -> dict:
+        """The fit file's ``flow_lr``: h = c lr, the Eq. 26 flow time per GD step."""
+        return {"flow_lr": ((), self.h, {"units": "1", "long_name": "Eq. 26 flow time per GD step, c lr"})}
+
+    def coords(self, theory_ds: xr.Dataset) -> dict:
+        """The fit file's seed and shift coordinates."""
+        return {"seed": ("seed", self.run["seed"].values, {"long_name": "initialisation seed"}),
+                "shift": theory_ds["shift"]}
+
+    def attrs(self, kind: str) -> dict:
+        """The fit file's attributes: its kind, the flow step and power_law_test's verdict."""
+        return {"experiment_kind": kind, "flow_lr": self.h, "power_law_test": self.fit.reason,
+                "ci_method": self.fit.ci_method}
+
+
+def fit_seeds(run: xr.Dataset, theory_ds: xr.Dataset, min_loss: float, n_boot: int) -> SeedFit:
+    """The exponent of the run's loss above ``min_loss`` over the theory's fitting window, over its
+    seeds (nqf.scaling.fit_power_law), and over the shifted windows."""
+    t = run["time"].values
+    loss = run["loss"].values - min_loss
+    win = (float(theory_ds["window_t_lo"]), float(theory_ds["window_t_hi"]))
+    pl = fit_power_law(t, loss, win, n_boot=n_boot)
+    shifted = shifted_exponents(t, loss, win)
+    shifted_half = shifted_ci_halves(t, loss, win, n_boot)
+    return SeedFit(run, pl, shifted, shifted_half, flow_step(run))
 
 
 def systematic_claim(quantity: str, predicted: float, measured: float, systematic: dict, budget: ErrorBudget,

@@ -42,7 +42,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.architectures import title
-from nqf.experiments.common import Claim, claims_dataset, teacher_generator
+from nqf.experiments.common import Claim, claims_dataset, per_arch_dataset, teacher_generator
 from nqf.losses import flow_lr
 
 if TYPE_CHECKING:
@@ -152,11 +152,9 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
         r[i] = float(8.0 / m * lam @ target)
         C[i] = float(8.0 / m * lam @ lam)
         gamma[i] = float(evals[-1])
-    return xr.Dataset(
-        {"r": ("arch", r, {"units": "1", "long_name": "growth rate of the NQF's top mode, r = 2 psi^T Y psi"}),
-         "C": ("arch", C, {"units": "1", "long_name": "self-interaction of the top mode, C = (8/m) sum lambda_mu^2"}),
-         "gamma": ("arch", gamma, {"units": "1", "long_name": "top eigenvalue of Y = (4/m) sum (y - f0) A"})},
-        coords={"arch": archs}, attrs={"experiment_kind": KIND})
+    return per_arch_dataset(KIND, archs, r=(r, "growth rate of the NQF's top mode, r = 2 psi^T Y psi"),
+                            C=(C, "self-interaction of the top mode, C = (8/m) sum lambda_mu^2"),
+                            gamma=(gamma, "top eigenvalue of Y = (4/m) sum (y - f0) A"))
 
 
 def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:

@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``collapse``: the loss against tau = t / ln(1/eps) for every
-architecture and eps, and the ignition times against 1 / ln(1/eps).
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.collapse, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``collapse``, apart from its other stages
+(nqf.experiments.collapse, which never imports this module): the loss against tau = t / ln(1/eps)
+for every architecture and eps, and the ignition times against 1 / ln(1/eps).
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``competition``: x_k(tau) = ln z_k / ln(1/eps) and the loss against
-rescaled time for each eps, beside the eps -> 0 staircase.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.competition, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``competition``, apart from its other stages
+(nqf.experiments.competition, which never imports this module): x_k(tau) = ln z_k / ln(1/eps) and
+the loss against rescaled time for each eps, beside the eps -> 0 staircase.
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``deep``: paper Figure 8: train and test losses of the deep networks
-and of their 2-layer and 1-layer NQFs.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.deep, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``deep``, apart from its other stages (nqf.experiments.deep,
+which never imports this module): paper Figure 8: train and test losses of the deep networks and
+of their 2-layer and 1-layer NQFs.
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``featurewise``: paper Figure 3 (left, middle): the modes z_k(t) of
-GD beside Theorem 6, and the excess loss with its plateaus.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.featurewise, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``featurewise``, apart from its other stages
+(nqf.experiments.featurewise, which never imports this module): paper Figure 3 (left, middle):
+the modes z_k(t) of GD beside Theorem 6, and the excess loss with its plateaus.
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Figure stage of experiment kind ``featurewise_powerlaw``: the normalised excess loss on log-log axes
-with its fitted and predicted slopes (paper Figure 3 right), and the number of distinct drops
-against ln(1/eps).
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.featurewise_powerlaw, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``featurewise_powerlaw``, apart from its other stages
+(nqf.experiments.featurewise_powerlaw, which never imports this module): the normalised excess
+loss on log-log axes with its fitted and predicted slopes (paper Figure 3 right), and the number
+of distinct drops against ln(1/eps).
 """
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.figures.powerlaw import loglog_panel
+from nqf.experiments.figures.powerlaw import loss_figure
 
 
 def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
@@ -21,14 +19,8 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     number of distinct drops against ln(1/eps), predicted, measured and the asymptotic line."""
     from nqf import plotting
 
-    seeds = run_ds["seeds"]
     with plotting.style(font_size, dpi):
-        fig, (ax, axc) = plotting.plt.subplots(1, 2, figsize=(7.6, 3.3), constrained_layout=True,
-                                               gridspec_kw={"width_ratios": [1.35, 1]})
-        loglog_panel(ax, seeds["time"].values, seeds["loss"].values, theory_ds["time"].values,
-                     theory_ds["excess_loss"].values, theory_ds, fit_ds,
-                     xlabel=r"gradient-flow time $t = c\,\eta\cdot$step (Eq. 26)",
-                     ylabel=r"normalised excess loss $E(t)/E(0)$", label="GD")
+        fig, ax, axc = loss_figure(run_ds["seeds"], theory_ds, fit_ds, ylabel=r"normalised excess loss $E(t)/E(0)$")
         ax.set_title(f"$\\epsilon$ = {cfg['eps']:g}: excess loss (Thm 9)")
         grid = theory_ds["eps_grid"].values
         xg = np.log(1.0 / grid)

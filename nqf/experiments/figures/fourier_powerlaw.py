@@ -1,8 +1,7 @@
-"""Figure stage of experiment kind ``fourier_powerlaw``: paper Figure 5: the loss curves of the Fourier
-MLP, its NQF and the raw-input MLP at the main theta, and the fitted exponents against theta.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.fourier_powerlaw, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``fourier_powerlaw``, apart from its other stages
+(nqf.experiments.fourier_powerlaw, which never imports this module): paper Figure 5: the loss
+curves of the Fourier MLP, its NQF and the raw-input MLP at the main theta, and the fitted
+exponents against theta.
 """
 from __future__ import annotations
 

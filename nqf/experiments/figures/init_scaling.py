@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``init_scaling``: t*_k against ln(1/eps) per architecture (GD beside
-Theorem 8) and the seed scatter of t*_k.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.init_scaling, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``init_scaling``, apart from its other stages
+(nqf.experiments.init_scaling, which never imports this module): t*_k against ln(1/eps) per
+architecture (GD beside Theorem 8) and the seed scatter of t*_k.
 """
 from __future__ import annotations
 

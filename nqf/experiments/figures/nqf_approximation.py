@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``nqf_approximation``: paper Figure 2: the recovered singular values
-of each module and of its NQF, per eps, optimizer and architecture.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.nqf_approximation, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``nqf_approximation``, apart from its other stages
+(nqf.experiments.nqf_approximation, which never imports this module): paper Figure 2: the
+recovered singular values of each module and of its NQF, per eps, optimizer and architecture.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Figure code shared by the power-law kinds (``featurewise_powerlaw``, ``samplewise_powerlaw``):
-the normalised loss on log-log axes beside the exact theory and the predicted slopes. The
-figure-side companion of nqf.experiments.powerlaw (their shared fitting code).
+their two-panel figure whose left panel is the normalised loss on log-log axes beside the exact
+theory and the predicted slopes. The figure-side companion of nqf.experiments.powerlaw (their
+shared fitting code).
 """
 from __future__ import annotations
 
@@ -43,3 +44,16 @@ def loglog_panel(ax, t, curves, tt, theory, theory_ds, fit_ds, *, xlabel: str, y
     ax.set_ylim(bottom=max(1e-6, 0.3 * float(np.exp(lnc.min()))), top=1.5)
     ax.set_xlim(left=max(float(t[keep][0]), t_lo / 30), right=float(t[-1]) * 1.1)
     ax.legend(loc="lower left", fontsize="small")
+
+
+def loss_figure(run, theory_ds, fit_ds, *, ylabel: str):
+    """The power-law kinds' figure, drawn inside nqf.plotting.style: two panels, the left one the
+    seed run's normalised loss (:func:`loglog_panel`). Returns (figure, left axes, right axes)."""
+    from nqf import plotting
+
+    fig, (ax, right) = plotting.plt.subplots(1, 2, figsize=(7.6, 3.3), constrained_layout=True,
+                                             gridspec_kw={"width_ratios": [1.35, 1]})
+    loglog_panel(ax, run["time"].values, run["loss"].values, theory_ds["time"].values,
+                 theory_ds["excess_loss"].values, theory_ds, fit_ds,
+                 xlabel=r"gradient-flow time $t = c\,\eta\cdot$step (Eq. 26)", ylabel=ylabel, label="GD")
+    return fig, ax, right

@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``real_data``: paper Figure 7: train loss and test accuracy of each
-module and of its NQF.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.real_data, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``real_data``, apart from its other stages
+(nqf.experiments.real_data, which never imports this module): paper Figure 7: train loss and test
+accuracy of each module and of its NQF.
 """
 from __future__ import annotations
 

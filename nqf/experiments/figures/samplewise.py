@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``samplewise``: paper Figure 4: per-sample losses and the total loss
-with its m plateaus.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.samplewise, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``samplewise``, apart from its other stages
+(nqf.experiments.samplewise, which never imports this module): paper Figure 4: per-sample losses
+and the total loss with its m plateaus.
 """
 from __future__ import annotations
 

@@ -1,14 +1,12 @@
-"""Figure stage of experiment kind ``samplewise_powerlaw``: the normalised loss on log-log axes with
-its fitted and predicted slopes, and the exact ignition times t*_mu against mu.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.samplewise_powerlaw, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``samplewise_powerlaw``, apart from its other stages
+(nqf.experiments.samplewise_powerlaw, which never imports this module): the normalised loss on
+log-log axes with its fitted and predicted slopes, and the exact ignition times t*_mu against mu.
 """
 from __future__ import annotations
 
 import xarray as xr
 
-from nqf.experiments.figures.powerlaw import loglog_panel
+from nqf.experiments.figures.powerlaw import loss_figure
 
 
 def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
@@ -17,15 +15,9 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     ignition times t*_mu against mu with the eps -> 0 law ln(1/z_mu(0)) / zeta_mu."""
     from nqf import plotting
 
-    seeds = run_ds["seeds"]
     pred = (cfg["gamma1"] * 2 - 1) / cfg["gamma2"]
     with plotting.style(font_size, dpi):
-        fig, (ax, axt) = plotting.plt.subplots(1, 2, figsize=(7.6, 3.3), constrained_layout=True,
-                                               gridspec_kw={"width_ratios": [1.35, 1]})
-        loglog_panel(ax, seeds["time"].values, seeds["loss"].values, theory_ds["time"].values,
-                     theory_ds["excess_loss"].values, theory_ds, fit_ds,
-                     xlabel=r"gradient-flow time $t = c\,\eta\cdot$step (Eq. 26)",
-                     ylabel=r"normalised loss $L(t)/L(0)$", label="GD")
+        fig, ax, axt = loss_figure(run_ds["seeds"], theory_ds, fit_ds, ylabel=r"normalised loss $L(t)/L(0)$")
         ax.set_title(f"(2$\\gamma_1$-1)/$\\gamma_2$ = {pred:.3f} (Thm 11)")
         mu = theory_ds["sample"].values
         axt.plot(mu, theory_ds["t_star"].values, color="k", label=r"Eq. 36: $f_\mu = y_\mu/2$", linewidth=1.2)

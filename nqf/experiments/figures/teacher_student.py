@@ -1,8 +1,6 @@
-"""Figure stage of experiment kind ``teacher_student``: paper Figure 6: probe losses of module and NQF
-under online SGD with their seed bands, and the relative gaps.
-
-Only the figure job imports this module (nqf.experiments.figure_of); the kind module,
-nqf.experiments.teacher_student, holds the other stages and never imports it.
+"""Figure stage of experiment kind ``teacher_student``, apart from its other stages
+(nqf.experiments.teacher_student, which never imports this module): paper Figure 6: probe losses
+of module and NQF under online SGD with their seed bands, and the relative gaps.
 """
 from __future__ import annotations
 

@@ -32,8 +32,9 @@ Layout of a kind ``<kind>``:
                                        calls it, and it imports no kind module
 
 Science that does not depend on a kind's config layout (closed forms, trainers, reductions)
-belongs in the library (nqf/*.py); code two kinds share, in nqf.experiments.common or
-nqf.experiments.powerlaw. No kind imports another kind.
+belongs in the library (nqf/*.py); code two kinds share, in nqf.experiments.common (every kind),
+nqf.experiments.diagonal_gd (the kinds training on diagonal data from W(0) = sqrt(eps) I) or
+nqf.experiments.powerlaw (the power-law kinds). No kind imports another kind.
 
 Adding an experiment of a known kind is a config change only; adding a kind is a new module
 here, its figure module in figures/, its entry in KINDS and its schema under $defs in

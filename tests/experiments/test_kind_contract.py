@@ -39,17 +39,17 @@ def _fake_kind(**changes) -> types.ModuleType:
     module.train_run = lambda data, cfg, run, device="auto": None
     module.theory = lambda structure, cfg: None
     module.fit = lambda structure, theory, runs, cfg: None
-    for name, value in changes.items():
-        if value is None:
-            delattr(module, name)
-        else:
-            setattr(module, name, value)
-    return module
+    return _changed(module, changes)
 
 
 def _fake_figures(**changes) -> types.ModuleType:
     module = types.ModuleType("nqf.experiments.figures.fake")
     module.figure = lambda theory, fit, runs, cfg, paths, *, font_size=9, dpi=150: None
+    return _changed(module, changes)
+
+
+def _changed(module: types.ModuleType, changes: dict) -> types.ModuleType:
+    """``module`` with each name in ``changes`` set to its value, or removed where it is None."""
     for name, value in changes.items():
         if value is None:
             delattr(module, name)

@@ -49,7 +49,7 @@ def module_replicas(lines):
 
 
 def gd_step(lines):
-    from nqf.experiments.fourier_powerlaw import fourier_features
+    from nqf.fourier_modes import fourier_features
     from nqf.fourier_training import FourierReplicas, fold_even_grid, init_draws
     from nqf.training import make_optimizer
 

@@ -27,7 +27,10 @@ STAGES = {
     # the imports of workflow/scripts/<stage>.py, then the kind's module as the stage touches it
     "theory": COMMON + "m = kind_of({{'kind': '{kind}'}}); m.theory\n",
     "fit": COMMON + "import nqf.experiments.divergence\nm = kind_of({{'kind': '{kind}'}}); m.fit\n",
-    "figure": COMMON + "import nqf.plotting\nm = kind_of({{'kind': '{kind}'}}); m.figure\n",
+    # (a checkout from before nqf.experiments.figures has the figure stage in the kind module)
+    "figure": COMMON + "import nqf.plotting\ntry:\n    from nqf.experiments import figure_of\n"
+                       "except ImportError:\n    kind_of({{'kind': '{kind}'}}).figure\n"
+                       "else:\n    figure_of({{'kind': '{kind}'}})\n",
     "train": COMMON + "import nqf.training, nqf.quadratic\nm = kind_of({{'kind': '{kind}'}}); m.train_run\n",
 }
 REPORT = "import sys; print(' '.join(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'matplotlib'})))"

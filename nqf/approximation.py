@@ -1,4 +1,5 @@
-"""A real module and its NQF trained side by side from the same initial weights (paper Fig. 2).
+"""A real module and its NQF trained side by side from the same initial weights (paper Fig. 2;
+online, against a teacher, for Fig. 6: :func:`train_online_side_by_side`).
 
 Both are trained by :func:`nqf.train` with the same optimizer, learning rate and steps on the
 same data, so the only difference is the model: the module's outputs f(W) against its
@@ -25,6 +26,8 @@ since at small W the remainder is below float32's rounding of f.
 from __future__ import annotations
 
 import copy
+import logging
+import time
 
 import numpy as np
 import torch
@@ -36,9 +39,10 @@ from nqf.forms import StructureForm
 from nqf.losses import flow_lr
 from nqf.quadratic import QuadraticModel, resolve_device
 from nqf.spectra import deviation  # noqa: F401 (defined there so that fit jobs need no torch)
-from nqf.training import train
+from nqf.training import progress_message, train
 
 Tensor = torch.Tensor
+log = logging.getLogger("nqf.train")
 
 
 def _to(x, device, dtype):
@@ -186,3 +190,90 @@ def closure_recursion(form: StructureForm, y, W0, *, lr: float, steps: int, opti
     ds = discrete_flow(form, W0=np.asarray(W0, float), y=y.reshape(-1), lr=h * k, steps=steps,
                        optimizer=optimizer, momentum=momentum, record_steps=record_steps)
     return ds.assign_coords(time=("step", h * ds["step"].values.astype(float)))
+
+
+def _stack_inputs(xs):
+    if isinstance(xs[0], tuple):
+        return tuple(torch.stack([x[i] for x in xs]) for i in range(len(xs[0])))
+    return torch.stack(xs)
+
+
+def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torch.Tensor, probe,
+                              *, lr: float, steps: int, batch_size: int, seeds, threshold: float,
+                              loss: str = "mean", progress_seconds: float = 10.0) -> xr.Dataset:
+    """Online SGD of the module and its NQF from the same W0 (R, p, d), R = len(seeds).
+
+    Every step draws a fresh minibatch per seed (generator seeded by the seed, so a seed's
+    stream does not depend on the others), labels it with the teacher W*, and takes one SGD step
+    of both models on it; the loss is the ``loss`` convention of (1/B) sum (f - y)^2 (nqf.losses,
+    c = loss_factor(loss, B)), recorded in Eq. 26 units, and ``time`` = c lr step. Records at
+    every step, on the probe set:
+    ``rel_output`` = RMS(f_module - f_NQF) / RMS(f_module), ``rel_learned`` (the same for f - f(0)),
+    ``probe_loss_module``, ``probe_loss_nqf``, and the minibatch losses; ``parting_step`` is the
+    first step with rel_output > threshold (-1 if none).
+    """
+    from torch.func import vmap
+
+    R = W0.shape[0]
+    factor = flow_lr(1.0, loss, batch_size)
+    Wm = W0.clone().requires_grad_()
+    Wn = W0.clone().requires_grad_()
+    opt = torch.optim.SGD([Wm, Wn], lr=lr)
+    f_mod = vmap(module.forward_with, in_dims=(0, 0))
+    f_nqf = vmap(module.nqf_outputs, in_dims=(0, 0))
+    p_mod = vmap(module.forward_with, in_dims=(0, None))
+    p_nqf = vmap(module.nqf_outputs, in_dims=(0, None))
+    gens = [torch.Generator().manual_seed(10_000 + int(s)) for s in seeds]
+    with torch.no_grad():
+        y_probe = module.forward_with(W_star, probe)
+        f0_probe = module.forward_with(torch.zeros_like(W_star), probe)
+    names = ("rel_output", "rel_learned", "probe_loss_module", "probe_loss_nqf", "batch_loss_module",
+             "batch_loss_nqf")
+    rec = {n: np.full((R, steps + 1), np.nan) for n in names}
+    t0 = last = time.perf_counter()
+    for step in range(steps + 1):
+        with torch.no_grad():
+            pm, pn = p_mod(Wm, probe), p_nqf(Wn, probe)
+            diff = (pm - pn).pow(2).mean((1, 2)).sqrt()
+            rec["rel_output"][:, step] = (diff / pm.pow(2).mean((1, 2)).sqrt()).numpy()
+            rec["rel_learned"][:, step] = (diff / (pm - f0_probe).pow(2).mean((1, 2)).sqrt()).numpy()
+            rec["probe_loss_module"][:, step] = (pm - y_probe).pow(2).mean((1, 2)).numpy()
+            rec["probe_loss_nqf"][:, step] = (pn - y_probe).pow(2).mean((1, 2)).numpy()
+        if step == steps:
+            break
+        x = _stack_inputs([module.sample_inputs(batch_size, g) for g in gens])
+        with torch.no_grad():
+            y = vmap(module.forward_with, in_dims=(None, 0))(W_star, x)
+        opt.zero_grad(set_to_none=True)
+        lm = (f_mod(Wm, x) - y).pow(2).mean((1, 2))
+        ln = (f_nqf(Wn, x) - y).pow(2).mean((1, 2))
+        rec["batch_loss_module"][:, step] = lm.detach().numpy()
+        rec["batch_loss_nqf"][:, step] = ln.detach().numpy()
+        if not bool(torch.isfinite(lm).all() and torch.isfinite(ln).all()):
+            from nqf.training import TrainingDiverged
+            raise TrainingDiverged(step, (lm + ln).detach().numpy(), lr, f" of the {type(module).__name__}")
+        ((lm.sum() + ln.sum()) * factor).backward()
+        opt.step()
+        now = time.perf_counter()
+        if now - last >= progress_seconds:
+            last = now
+            log.info("%s, probe loss module %.4g, NQF %.4g", progress_message(step + 1, steps, now - t0),
+                     rec["probe_loss_module"][:, step].mean(), rec["probe_loss_nqf"][:, step].mean())
+    log.info("trained %d online SGD steps in %.2f s", steps, time.perf_counter() - t0)
+    parted = rec["rel_output"] > threshold
+    parting = np.where(parted.any(1), parted.argmax(1), -1)
+    ds = xr.Dataset(coords={"seed": np.asarray(seeds), "step": np.arange(steps + 1)})
+    long = {"rel_output": "RMS over the probe set of (f_module - f_NQF) / RMS of f_module",
+            "rel_learned": "RMS over the probe set of (f_module - f_NQF) / RMS of (f_module - f(0))",
+            "probe_loss_module": "module MSE against the teacher on the probe set",
+            "probe_loss_nqf": "NQF MSE against the teacher on the probe set",
+            "batch_loss_module": "module minibatch loss before the step",
+            "batch_loss_nqf": "NQF minibatch loss before the step"}
+    for n in names:
+        ds[n] = (("seed", "step"), rec[n], {"units": "1", "long_name": long[n]})
+    ds["parting_step"] = ("seed", parting, {"units": "step", "long_name": f"first step with rel_output > {threshold:g} (-1: none)"})
+    ds["time"] = ("step", factor * lr * np.arange(steps + 1.0), {
+        "units": "1", "long_name": "Eq. 26 flow time c eta step (c: loss convention factor)"})
+    ds.attrs.update(lr=lr, steps=steps, batch_size=batch_size, threshold=threshold, loss_convention=loss,
+                    loss_factor=factor)
+    return ds

@@ -16,11 +16,16 @@ Its singular values s_k(E(W)) are the recovered spectrum that Figure 2 plots for
 (E of the module's weights) and for its NQF alike. A teacher is a width-r W* (``teacher_weights``)
 whose E has prescribed singular values with random orthonormal singular vectors, one rank-one
 unit per singular value; its NQF outputs are the targets.
+
+Since the NQF is linear in E, its lowest reachable loss on a data set is a least-squares problem
+(the floor of paper Fig. 7): ``effective_features`` gives the map Phi(x) with f_NQF - f(0) =
+<Phi(x), E(W)> from a factored structure form, and ``least_squares_nqf`` solves it.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from nqf.architectures.attention import MultiHeadAttention
@@ -29,6 +34,7 @@ from nqf.architectures.cnn import OneLayerCNN
 from nqf.architectures.mlp import TwoLayerMLP
 from nqf.architectures.moe import MixtureOfExperts
 from nqf.architectures.query_key import QueryKeyAttention, context_covariance_readout
+from nqf.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
 SUPPORTED = (TwoLayerMLP, OneLayerCNN, MultiHeadAttention, QueryKeyAttention, MixtureOfExperts)
@@ -144,3 +150,29 @@ def teacher_weights(module: UnitModule, s, gen: torch.Generator) -> Tensor:
     theta = a.T[:, :, None] * (V.T * root[:, None])[:, None, :] / module.gate.slope0  # (r, k, D)
     W[module.D:] = vec(theta).T
     return W
+
+
+def effective_features(form: BlockBilinearForm) -> torch.Tensor:
+    """Phi(x_mu) with f_NQF - f(0) = <Phi, E(W)>, flattened to (m, n1 * n2).
+
+    For a form without a Kronecker scale, A = 1/2 [[0, C (x) I_q], [.., 0]], C = sum_r a_r b_r^T,
+    and Tr[W W^T A] = <C, E> with E[j, l] = sum over units and alpha of Z1[(j, alpha)] Z2[(l, alpha)].
+    """
+    if not isinstance(form, BlockBilinearForm) or form.scale is not None:
+        raise ValueError("effective_features needs a BlockBilinearForm without a Kronecker scale.")
+    left = form.left.expand(form.n_samples, form.n_outputs, form.rank, -1)
+    right = form.right.expand(form.n_samples, form.n_outputs, form.rank, -1)
+    return torch.einsum("skrj,skrl->skjl", left, right).reshape(form.m, -1)
+
+
+def least_squares_nqf(phi_train, target_train, phi_test, f0_test):
+    """The NQF's lowest reachable train loss and its minimiser's test predictions.
+
+    min_E (1/m) |Phi vec(E) - (y - f0)|^2 over unconstrained E (a lower bound when the rank of E
+    is capped below min(n1, n2); nqf.experiments.real_data checks that it is not). Returns
+    (floor, vec E*, test outputs f0 + Phi_test vec E*).
+    """
+    phi, t = np.asarray(phi_train, float), np.asarray(target_train, float)
+    e, *_ = np.linalg.lstsq(phi, t, rcond=None)
+    floor = float(np.mean((phi @ e - t) ** 2))
+    return floor, e, np.asarray(f0_test, float) + np.asarray(phi_test, float) @ e

@@ -2,7 +2,7 @@
 Fourier MLP or of its NQF (tanh replaced by its argument) and of a standard tanh MLP on the raw
 input, each with its exact gradient in closed form, plus the NQF's exact gradient-flow loss.
 
-The derivation of the rates and of the exact loss is in nqf/experiments/fourier_powerlaw.py.
+The derivation of the rates and of the exact loss is in nqf.fourier_modes.
 """
 from __future__ import annotations
 
@@ -87,6 +87,38 @@ class FourierReplicas(torch.nn.Module):
     def coefficients(self) -> torch.Tensor:
         """Projection sum_mu w_mu f(x_mu) psi_k(x_mu) of the output on each feature (R, P)."""
         return (self.forward() * self.w) @ self.psi
+
+
+RECORDED = ("loss", "coef", "u", "z", "arg")  # what train_per_theta returns
+
+
+def record_modes(mod: FourierReplicas) -> dict[str, torch.Tensor]:
+    """What a Fourier run records per replica and unit k: the learned coefficient of psi_k
+    (``coef``), the NQF coefficient s_k a_k W_k / sqrt(P) of the same weights (``u``), the
+    growing-mode amplitude z_k = (a_k + W_k)^2 / 2 (``z``) and max_x |s_k a_k psi_k(x)| =
+    sqrt2 s_k |a_k| (``arg``)."""
+    a, W = mod.theta[:, 0], mod.theta[:, 1]
+    return {"coef": mod.coefficients(), "u": mod.s * a * W * mod.scale,
+            "z": (a + W) ** 2 / 2, "arg": math.sqrt(2.0) * (mod.s * a).abs()}
+
+
+def train_per_theta(a0, W0, s, psi, weights, y, *, nonlinear: bool, steps, grid, run_gd, device="cpu",
+                    dtype=torch.float64) -> dict[str, np.ndarray]:
+    """Each theta j (row j of the scales ``s`` (T, P) and targets ``y`` (T, n)) trained as one tensor
+    program over the S seeds of (a0, W0) for ``steps[j]`` steps, by ``run_gd(model, targets, record,
+    steps=, record_steps=)`` (a call of nqf.train), recorded on the common step ``grid`` up to its own
+    steps: (T, S, len(grid)) for ``loss`` and (T, S, len(grid), P) for :func:`record_modes`'
+    quantities, NaN beyond a theta's steps."""
+    S, P = np.shape(a0)
+    rec = {n: np.full((len(steps), S, grid.size) + (() if n == "loss" else (P,)), np.nan) for n in RECORDED}
+    for j in range(len(steps)):
+        keep = grid <= steps[j]
+        model = FourierReplicas(a0, W0, np.repeat(s[j][None], S, 0), psi, weights, nonlinear=nonlinear,
+                                device=device, dtype=dtype)
+        ds = run_gd(model, np.repeat(y[j][None], S, 0), record_modes, steps=steps[j], record_steps=grid[keep])
+        for n in RECORDED:
+            rec[n][j][:, keep] = ds[n].values
+    return rec
 
 
 class RawMLPReplicas(torch.nn.Module):

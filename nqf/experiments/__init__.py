@@ -3,8 +3,11 @@
     STAGE_KEYS   which config keys each stage reads (they become the rule's params)
     runs(cfg)    the run ids of an experiment (one training job and file each)
     make_data(cfg) -> Dataset, train_run(data, cfg, run, device) -> Dataset,
-    theory(structure, cfg) -> Dataset, fit(structure, theory, runs, cfg) -> Dataset with claims,
-    figure(theory, fit, runs, cfg, paths, font_size=, dpi=)
+    theory(structure, cfg) -> Dataset, fit(structure, theory, runs, cfg) -> Dataset with claims
+
+and its figure stage, ``figure(theory, fit, runs, cfg, paths, font_size=, dpi=)``, in its own module
+``nqf.experiments.figures.<kind>`` (:func:`figure_of`): plotting code apart from fitting code. The
+figure module imports the kind module, never the reverse.
 
 A kind whose data matrices are too large to densify defines ``structure(data, cfg) -> Dataset``
 (with ``r`` and ``C``), which the structure stage then calls instead of the generic reduction.
@@ -19,8 +22,23 @@ an integer n, each run is split into jobs of n consecutive seeds of the config's
 joins the blocks again for the fit and the figure. The default, ``all``, keeps one job per run
 (one tensor program over every seed: the fastest for a fixed sweep).
 
+Layout of a kind ``<kind>``:
+
+    nqf/experiments/<kind>.py          KIND, STAGE_KEYS, runs, run_config, check and the stages data,
+                                       structure, train, theory and fit (its public surface)
+    nqf/experiments/figures/<kind>.py  the figure stage and its plotting-only helpers
+    nqf/experiments/fits/<kind>.py     only for a kind too long for one module (~350 lines): the body
+                                       of its fit stage (measurements and claims); the kind's ``fit``
+                                       calls it, and it imports no kind module
+
+Science that does not depend on a kind's config layout (closed forms, trainers, reductions)
+belongs in the library (nqf/*.py); code two kinds share, in nqf.experiments.common (every kind),
+nqf.experiments.diagonal_gd (the kinds training on diagonal data from W(0) = sqrt(eps) I) or
+nqf.experiments.powerlaw (the power-law kinds). No kind imports another kind.
+
 Adding an experiment of a known kind is a config change only; adding a kind is a new module
-here plus its entry in KINDS and its schema under $defs in workflow/schemas/config.schema.yaml.
+here, its figure module in figures/, its entry in KINDS and its schema under $defs in
+workflow/schemas/config.schema.yaml.
 """
 from __future__ import annotations
 
@@ -80,6 +98,19 @@ def kind_of(exp_cfg: dict) -> ModuleType:
     except KeyError:
         raise ValueError(f"Unknown experiment kind {exp_cfg.get('kind')!r}; known kinds: "
                          f"{', '.join(sorted(KINDS))}.") from None
+
+
+def figure_module(kind: str) -> ModuleType:
+    """The module nqf.experiments.figures.<kind> (the kind's figure stage), imported on first use."""
+    if kind not in KINDS:
+        raise ValueError(f"Unknown experiment kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}.")
+    return importlib.import_module(f"{__name__}.figures.{kind}")
+
+
+def figure_of(exp_cfg: dict):
+    """The figure stage of an experiment's kind: ``figure(theory, fit, runs, cfg, paths, *,
+    font_size, dpi)`` of nqf.experiments.figures.<kind>."""
+    return figure_module(kind_of(exp_cfg).KIND).figure
 
 
 def stage_config(exp_cfg: dict, stage: str) -> dict:

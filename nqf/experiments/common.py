@@ -1,5 +1,6 @@
 """Pieces shared by every experiment kind: data files <-> structure forms, the structure
-stage, summary claims, and logging for workflow jobs."""
+stage, run ids over a grid of two config lists, per-architecture Datasets, summary claims, and
+logging for workflow jobs."""
 from __future__ import annotations
 
 import logging
@@ -158,6 +159,31 @@ def lv_from_structure(ds: xr.Dataset) -> LotkaVolterra:
                          basis=ds["basis"].values,
                          residuals={"commutator": float(ds["commutator_residual"]),
                                     "off_diagonal": float(ds["off_diagonal_residual"])})
+
+
+def grid_runs(cfg: dict, run_id, rows: str, cols: str) -> list[str]:
+    """The run ids of an experiment with one run per pair of entries of two config lists (e.g.
+    architectures x optimizers): ``run_id(row, col)``, rows outermost."""
+    return [run_id(a, b) for a in cfg[rows] for b in cfg[cols]]
+
+
+def grid_cell(cfg: dict, run: str, run_id, rows: str, cols: str) -> tuple:
+    """The (row, col) entries whose run id (:func:`grid_runs`) is ``run``; a ValueError naming the
+    experiment's runs where there is none."""
+    for a in cfg[rows]:
+        for b in cfg[cols]:
+            if run_id(a, b) == run:
+                return a, b
+    raise ValueError(f"Run {run!r} is not one of this experiment's runs "
+                     f"({', '.join(grid_runs(cfg, run_id, rows, cols))}).")
+
+
+def per_arch_dataset(kind: str, archs: list, **variables) -> xr.Dataset:
+    """A Dataset of one number per architecture (dimension ``arch``): each keyword is a variable,
+    ``name=(values, long_name)`` (units 1)."""
+    return xr.Dataset({name: ("arch", values, {"units": "1", "long_name": long_name})
+                       for name, (values, long_name) in variables.items()},
+                      coords={"arch": archs}, attrs={"experiment_kind": kind})
 
 
 @dataclass

@@ -36,6 +36,7 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
+from nqf.experiments.diagonal_gd import INIT, identity_init_model
 from nqf.ignition import ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import glv
@@ -122,17 +123,9 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
-    # torch is imported where needed: the theory, fit and figure jobs run without it
-    import torch
-
-    from nqf.forms import DiagonalForm
-    from nqf.quadratic import QuadraticModel
-
     eps = cfg["eps"] if np.isscalar(cfg["eps"]) else _eps_of(cfg, run)
     loss = cfg.get("loss", "mean")
-    form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
-    dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
-    model = QuadraticModel(form, np.sqrt(eps) * np.eye(form.p), device=device, dtype=dtype)
+    model = identity_init_model(data, eps, cfg["dtype"], device)
     eta = flow_lr(cfg["lr"], loss, data.sizes["sample"])
     ds = train(model, data["y"].values, lr=cfg["lr"], steps=steps_for(eps, cfg["tau_max"], eta),
                loss=loss, n_record=cfg["n_record"])
@@ -140,7 +133,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
                {"units": "1", "long_name": "mode amplitude z_k = M_kk"})
     ds = ds.assign_coords(tau=("step", ds["time"].values / np.log(1 / eps), {
         "units": "1", "long_name": "rescaled time t / ln(1/eps)"}))
-    ds.attrs.update(run=run, experiment_kind=KIND, eps=eps, init="W(0) = sqrt(eps) I")
+    ds.attrs.update(run=run, experiment_kind=KIND, eps=eps, init=INIT)
     return ds
 
 
@@ -281,46 +274,3 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                             note=f"staircase: ignites at tau {tau_star[k]:.3f}, suppressed at tau "
                                  f"{float(theory_ds['tau_suppressed'].values[k]):.3f}"))
     return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """x_k(tau) = ln z_k / ln(1/eps) and the loss against rescaled time for each eps, with the staircase."""
-    from nqf import plotting
-
-    eps_list = [float(e) for e in cfg["eps"]]
-    K = theory_ds.sizes["mode"]
-    colors = plotting.mode_colors(K)
-    tau_max = float(np.nanmax(theory_ds["tau"].values))
-    grid = np.linspace(0, tau_max, 600)
-    sc = staircase(theory_ds["r"].values, theory_ds["C"].values, -1.0, loss0=theory_ds.attrs["loss0"])
-    sc_x = sc.x(grid)
-    shades = np.linspace(0.35, 1.0, len(eps_list))
-    with plotting.style(font_size, dpi):
-        fig, (ax_x, ax_l) = plotting.plt.subplots(1, 2, figsize=(7.4, 3.0), constrained_layout=True)
-        for i, eps in enumerate(sorted(eps_list, reverse=True)):
-            run = run_ds[run_id(eps)].isel(seed=0)
-            tau, z = run["tau"].values, run["z"].values
-            keep = tau > 0
-            for k, col in enumerate(colors):
-                ax_x.plot(tau[keep], np.log(z[keep, k]) / np.log(1 / eps), color=col, alpha=shades[i],
-                          linewidth=1.2, label=f"mode {k + 1}" if i == len(eps_list) - 1 else None)
-            ax_l.plot(tau[keep], run["loss"].values[keep], color="0.15", alpha=shades[i], linewidth=1.2,
-                      label=f"GD, $\\epsilon$ = {eps:.0e}")
-        for k, col in enumerate(colors):
-            ax_x.plot(grid, sc_x[:, k], color="k", linewidth=0.9, linestyle="--")
-        ax_l.step(grid, sc.loss_at(grid), where="post", color="tab:red",
-                  label=r"staircase ($\epsilon \to 0$)", **plotting.THEORY)
-        ax_x.set_ylim(-1.6, 0.15)
-        ax_x.set_xlabel(r"rescaled time $\tau = t / \ln(1/\epsilon)$")
-        ax_x.set_ylabel(r"$x_k = \ln z_k / \ln(1/\epsilon)$")
-        ax_x.set_title("modes: GD (solid, darker = smaller $\\epsilon$),\nstaircase (black dashed)")
-        ax_x.legend(loc="lower right")
-        ax_l.set_yscale("log")
-        ax_l.set_xlabel(r"rescaled time $\tau = t / \ln(1/\epsilon)$")
-        ax_l.set_ylabel("training loss")
-        ax_l.set_title("loss approaches the staircase as $\\epsilon \\to 0$")
-        ax_l.legend(loc="lower left")
-        fig.suptitle(cfg["description"], fontsize=font_size + 1)
-        plotting.save(fig, paths)
-

@@ -1,4 +1,5 @@
-"""The contract every experiment kind (a module ``nqf.experiments.<kind>``) fulfils, as code.
+"""The contract every experiment kind (a module ``nqf.experiments.<kind>`` and its figure module
+``nqf.experiments.figures.<kind>``) fulfils, as code.
 
 The workflow calls a kind's stages positionally, each with the config keys its ``STAGE_KEYS``
 entry names (the rule's ``params``) and nothing else:
@@ -8,15 +9,16 @@ entry names (the rule's ``params``) and nothing else:
     train    train_run(data, cfg, run, device="auto") -> Dataset      (one per run id of runs(cfg))
     theory   theory(structure, cfg) -> Dataset
     fit      fit(structure, theory, runs, cfg) -> Dataset with the claims
-    figure   figure(theory, fit, runs, cfg, paths, *, font_size, dpi)
+    figure   figure(theory, fit, runs, cfg, paths, *, font_size, dpi)   (in the figure module)
 
 Optional hooks (``OPTIONAL``) change what the generic code does when a kind defines them.
 :func:`problems` checks a module against all of this; the conformance test runs it over every
-registered kind, so a kind that lacks a stage, takes the wrong arguments or lists a stage key
-its schema does not define fails there, not in a workflow job.
+registered kind, so a kind that lacks a stage or a figure module, takes the wrong arguments or
+lists a stage key its schema does not define fails there, not in a workflow job.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Mapping
 from types import ModuleType
@@ -24,15 +26,18 @@ from typing import Any, Protocol, runtime_checkable
 
 STAGES = ("data", "structure", "train", "theory", "fit", "figure")
 
-# stage function -> (positional parameters it must accept, keyword-only parameters it must accept)
+# stage function of the kind module -> (positional parameters it must accept, keyword-only
+# parameters it must accept)
 SIGNATURES = {
     "runs": (1, ()),
     "make_data": (1, ()),
     "train_run": (4, ()),
     "theory": (2, ()),
     "fit": (4, ()),
-    "figure": (5, ("font_size", "dpi")),
 }
+# the figure module's stage function, likewise
+FIGURE_SIGNATURE = ("figure", 5, ("font_size", "dpi"))
+FIGURES_PACKAGE = "nqf.experiments.figures"
 
 # optional member -> what it does (and, for functions, its positional arity)
 OPTIONAL = {
@@ -111,6 +116,11 @@ class ExperimentKind(Protocol):
 
     def fit(self, structure: Any, theory: Any, runs: dict, cfg: dict) -> Any: ...
 
+
+@runtime_checkable
+class KindFigure(Protocol):
+    """The member every figure module ``nqf.experiments.figures.<kind>`` defines."""
+
     def figure(self, theory: Any, fit: Any, runs: dict, cfg: dict, paths: Any, *, font_size: float,
                dpi: int) -> None: ...
 
@@ -135,11 +145,24 @@ def _accepts(fn, positional: int, keywords=()) -> str | None:
     return f"lacks the keyword argument(s) {', '.join(missing)}" if missing else None
 
 
-def problems(module: ModuleType, schema_keys: set[str] | None = None) -> list[str]:
+def figure_module_of(module: ModuleType) -> ModuleType | None:
+    """The figure module nqf.experiments.figures.<KIND> of a kind module, or None if there is none."""
+    name = f"{FIGURES_PACKAGE}.{getattr(module, 'KIND', None)}"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name in (name, FIGURES_PACKAGE):
+            return None
+        raise
+
+
+def problems(module: ModuleType, schema_keys: set[str] | None = None,
+             figures: ModuleType | None = None) -> list[str]:
     """Every way ``module`` breaks the contract, one sentence each (empty when it conforms).
 
     ``schema_keys``: the config keys the kind's schema defines; when given, every key in
     ``STAGE_KEYS`` must be one of them (a stage cannot be handed a key that no config can set).
+    ``figures``: the kind's figure module; by default nqf.experiments.figures.<KIND>, imported.
     """
     name = getattr(module, "__name__", repr(module))
     out = []
@@ -163,6 +186,15 @@ def problems(module: ModuleType, schema_keys: set[str] | None = None) -> list[st
             out.append(f"{name} lacks the stage function {fn_name}")
         elif (why := _accepts(fn, n_pos, keywords)) is not None:
             out.append(f"{name}.{fn_name} {why}")
+    figures = figure_module_of(module) if figures is None else figures
+    fn_name, n_pos, keywords = FIGURE_SIGNATURE
+    if figures is None:
+        out.append(f"{name} has no figure module {FIGURES_PACKAGE}.{getattr(module, 'KIND', '?')} "
+                   f"(its figure stage {fn_name})")
+    elif not callable(fn := getattr(figures, fn_name, None)):
+        out.append(f"{figures.__name__} lacks the stage function {fn_name}")
+    elif (why := _accepts(fn, n_pos, keywords)) is not None:
+        out.append(f"{figures.__name__}.{fn_name} {why}")
     for hook, n_pos in OPTIONAL_ARITY.items():
         fn = getattr(module, hook, None)
         if fn is not None and (not callable(fn) or (why := _accepts(fn, n_pos)) is not None):

@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, teacher_generator
+from nqf.experiments.common import (Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs, per_arch_dataset,
+                                    teacher_generator)
 from nqf.losses import flow_lr
 from nqf.training import log_step_grid
 
@@ -48,7 +49,6 @@ PAPER_SOURCE = ("Fig. 8 / App. C: 'under small initialization, the training dyna
                 "approximated by 2-layer NQFs but not 1-layer NQFs'")
 LARGE_SOURCE = ("the contrast Fig. 8 draws with the large init (the paper states only that 'under small "
                 "initialization, the dynamics overlap')")
-COLORS = {"deep": "k", "nqf2": "C1", "nqf1": "C4"}
 _DATA = ("architectures", "sizes", "n_train", "n_test", "teacher_std", "data_seed")
 STAGE_KEYS = {
     "data": _DATA,
@@ -66,18 +66,14 @@ def run_id(arch: str, optimizer: str) -> str:
 
 def runs(cfg: dict) -> list[str]:
     """One run per architecture x optimizer; it holds every init variance and seed."""
-    return [run_id(a, o) for a in cfg["architectures"] for o in cfg["optimizers"]]
+    return grid_runs(cfg, run_id, "architectures", "optimizers")
 
 
 def run_config(cfg: dict, run: str) -> dict:
-    for a in cfg["architectures"]:
-        for o in cfg["optimizers"]:
-            if run_id(a, o) == run:
-                shared = ("n_train", "n_test", "teacher_std", "data_seed", "loss", "seeds", "n_record", "momentum")
-                return {"architecture": a, "optimizer": o, "size": cfg["sizes"][a], "lr": cfg["lr"][a][o],
-                        "steps": cfg["steps"][a][o], "init_variance": cfg["init_variance"][a],
-                        **{k: cfg[k] for k in shared}}
-    raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+    a, o = grid_cell(cfg, run, run_id, "architectures", "optimizers")
+    shared = ("n_train", "n_test", "teacher_std", "data_seed", "loss", "seeds", "n_record", "momentum")
+    return {"architecture": a, "optimizer": o, "size": cfg["sizes"][a], "lr": cfg["lr"][a][o],
+            "steps": cfg["steps"][a][o], "init_variance": cfg["init_variance"][a], **{k: cfg[k] for k in shared}}
 
 
 def make_data(cfg: dict) -> xr.Dataset:
@@ -123,11 +119,9 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
         beta = x.T @ y / y.size
         lam = x @ (beta / np.linalg.norm(beta)) / 2
         r[i], C[i], var[i] = 8.0 / y.size * lam @ y, 8.0 / y.size * lam @ lam, y.var()
-    return xr.Dataset(
-        {"r": ("arch", r, {"units": "1", "long_name": "growth rate of the 1-layer NQF's top mode, r = 4 |(1/m) sum y x|"}),
-         "C": ("arch", C, {"units": "1", "long_name": "self-interaction of that mode, C = (8/m) sum lambda_mu^2"}),
-         "target_variance": ("arch", var, {"units": "1", "long_name": "variance of the training targets"})},
-        coords={"arch": archs}, attrs={"experiment_kind": KIND})
+    return per_arch_dataset(KIND, archs, r=(r, "growth rate of the 1-layer NQF's top mode, r = 4 |(1/m) sum y x|"),
+                            C=(C, "self-interaction of that mode, C = (8/m) sum lambda_mu^2"),
+                            target_variance=(var, "variance of the training targets"))
 
 
 def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
@@ -318,39 +312,3 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
         coords={"model": ["nqf2", "nqf1"], "arch": archs, "optimizer": opts, "init": ["small", "large"]},
         attrs={"experiment_kind": KIND, "window_fraction": frac})
     return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Figure 8: rows architecture x optimizer, columns small / large init; train loss solid,
-    test loss dashed, for the original (black), 2-layer NQF (orange), 1-layer NQF (purple); first seed."""
-    from nqf import plotting
-
-    archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
-    names = {"gd": "GD", "momentum": "momentum", "adam": "Adam"}
-    rows = [(a, o) for a in archs for o in opts]
-    with plotting.style(font_size, dpi):
-        fig, axes = plotting.plt.subplots(len(rows), 2, figsize=(6.4, 2.0 * len(rows) + 0.8), squeeze=False,
-                                          layout="constrained")
-        for r, (a, o) in enumerate(rows):
-            run = run_ds[run_id(a, o)]
-            for c, v in enumerate(sorted(cfg["init_variance"][a])[:2]):
-                ax = axes[r, c]
-                sel = run.sel(init_variance=v).isel(seed=0)
-                step = np.maximum(sel["step"].values, 0) + 1
-                for n in MODELS:
-                    ax.plot(step, sel[f"train_{n}"], color=COLORS[n], label=f"{LABELS[n]} train", **plotting.EXPERIMENT)
-                    ax.plot(step, sel[f"test_{n}"], color=COLORS[n], label=f"{LABELS[n]} test", **plotting.THEORY)
-                ax.set_xscale("log")
-                ax.set_yscale("log")
-                d2 = float(fit_ds["D"].sel(model="nqf2", arch=a, optimizer=o, init=["small", "large"][c]))
-                d1 = float(fit_ds["D"].sel(model="nqf1", arch=a, optimizer=o, init=["small", "large"][c]))
-                ax.set_title(f"{TITLES[a]}, {names[o]}, var {v:g}\n$D_2$ = {d2:.2g}, $D_1$ = {d1:.2g}", fontsize=font_size)
-                if c == 0:
-                    ax.set_ylabel("MSE")
-                if r == len(rows) - 1:
-                    ax.set_xlabel("step + 1")
-        handles, labels = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=3)
-        fig.suptitle(f"{cfg['description']}: train (solid) and test (dashed) loss, first seed")
-        plotting.save(fig, paths)

@@ -32,24 +32,17 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
+from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
 from nqf.orthogonal import random_orthogonal
-from nqf.training import log_step_grid, train
 
 KIND = "featurewise"
 PAPER_FIG3 = "Fig. 3 (left, middle)"
 # Which config keys each stage reads: they become the rule's params, so a change reruns
 # exactly the stages that depend on it.
-STAGE_KEYS = {
-    "data": ("r", "C_diag", "data_seed"),
-    "structure": (),
-    "train": ("eps", "loss", "lr", "steps", "n_record", "dtype"),
-    "theory": ("eps", "loss", "lr", "steps", "n_record"),
-    "fit": ("eps", "loss", "lr", "tolerances"),
-    "figure": ("description", "eps", "loss"),
-}
+STAGE_KEYS = {"data": ("r", "C_diag", "data_seed"), **GD_RUN_STAGE_KEYS}
 
 
 def runs(cfg: dict) -> list[str]:
@@ -81,32 +74,16 @@ def make_data(cfg: dict) -> xr.Dataset:
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """Full-batch GD on the quadratic model from W(0) = sqrt(eps) I."""
-    # torch is imported where needed: the theory, fit and figure jobs run without it
-    import torch
-
-    from nqf.forms import DiagonalForm
-    from nqf.quadratic import QuadraticModel
-
-    form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
-    p = form.p
-    dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
-    W0 = np.sqrt(cfg["eps"]) * np.eye(p)
-    model = QuadraticModel(form, W0, device=device, dtype=dtype)
-    ds = train(model, data["y"].values, lr=cfg["lr"], steps=cfg["steps"], optimizer="gd",
-               loss=cfg.get("loss", "mean"), n_record=cfg["n_record"])
+    ds = train_gd_run(data, cfg, run, KIND, device)
     ds["z"] = (("seed", "step", "mode"), np.einsum("sikk->sik", ds["M"].values), {
         "units": "1", "long_name": "mode amplitude z_k = M_kk (eigenvalue of W W^T; W stays diagonal)"})
-    ds = ds.assign_coords(mode=np.arange(p))
-    ds.attrs.update(run=run, experiment_kind=KIND, model="quadratic", eps=cfg["eps"],
-                    init="W(0) = sqrt(eps) I", device=str(model.W.device))
-    return ds
+    return ds.assign_coords(mode=np.arange(data.sizes["param"]))
 
 
 def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Theorem 6 closed form, numerical GLV, Theorem 8 ignition times and plateau losses."""
     lv = lv_from_structure(structure)
-    steps = log_step_grid(cfg["steps"], cfg["n_record"])
-    t = flow_lr(cfg["lr"], cfg["loss"], lv.y.size) * steps.astype(float)  # the Eq. 26 flow clock
+    steps, t = flow_times(cfg, lv.y.size)  # the Eq. 26 flow clock
     z0 = np.full(lv.modes, cfg["eps"])
     z_glv = glv(lv.r, lv.C, z0, t, rtol=GLV_RTOL, atol=GLV_ATOL, method="Radau")
     c_diag = np.diag(lv.C)
@@ -243,45 +220,3 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                         tolerance_source="exact: diagonal matrices commute in floating point too; 1e-10 only guards rounding",
                         note="diagonal data matrices commute exactly"))
     return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Figure 3 (left, middle): z_k(t) of GD on Theorem 6, and the excess loss with plateaus."""
-    from nqf import plotting
-
-    gd = run_ds["gd"].isel(seed=0)
-    t, z = gd["time"].values, gd["z"].values
-    tt = theory_ds["time"].values
-    t_star = theory_ds["t_star"].values
-    colors = plotting.mode_colors(z.shape[1])
-    loss_min = float(theory_ds["loss"].values[-1] - theory_ds["excess_loss"].values[-1])
-    with plotting.style(font_size, dpi):
-        fig, (ax_z, ax_l) = plotting.plt.subplots(1, 2, figsize=(7.2, 2.9), constrained_layout=True)
-        keep = t > 0
-        # Thin the markers to about 60 per mode, evenly in t, so the theory line stays visible.
-        idx = np.unique(np.searchsorted(t, np.linspace(t[keep][0], t[-1], 60)))
-        for k, col in enumerate(colors):
-            ax_z.plot(tt[1:], theory_ds["z_closed_form"].values[1:, k], color=col, linewidth=1.1)
-            ax_z.plot(t[idx], z[idx, k], color=col, **plotting.MARKERS,
-                      label=f"$r_{k + 1}$ = {fit_ds['r'].values[k]:.4g}")
-            for ax in (ax_z, ax_l):
-                ax.axvline(t_star[k], color=col, **plotting.IGNITION)
-        ax_z.set_yscale("log")
-        ax_z.set_xlabel(r"gradient-flow time $t = c\,\eta \cdot$step")
-        ax_z.set_ylabel(r"eigenvalue $z_k$ of $WW^\top$")
-        ax_z.set_title(r"modes: GD (markers), Theorem 6 (lines)")
-        ax_z.legend(loc="lower right", ncol=1, handlelength=1.0)
-        ax_l.plot(t[keep], gd["loss"].values[keep] - loss_min, color="k", label="GD", **plotting.EXPERIMENT)
-        ax_l.plot(tt[1:], theory_ds["excess_loss"].values[1:], color="tab:red", label="GLV theory",
-                  **plotting.THEORY)
-        for level in theory_ds["plateau_loss"].values[:-1] - loss_min:
-            ax_l.axhline(level, color="0.6", linewidth=0.6, linestyle=(0, (1, 3)))
-        ax_l.set_yscale("log")
-        ax_l.set_xlabel(r"gradient-flow time $t = c\,\eta \cdot$step")
-        ax_l.set_ylabel(r"excess loss $L - L_{\min}$")
-        ax_l.set_title(r"loss plateaus; dashed: $t^*_k$ (Thm 8)")
-        ax_l.legend(loc="upper right")
-        fig.suptitle(f"{cfg['description']} ($\\epsilon$ = {cfg['eps']:g}, "
-                     f"lr = {fit_ds.attrs['lr']:g}, loss {cfg.get('loss', 'mean')})", fontsize=font_size + 1)
-        plotting.save(fig, paths)

@@ -36,13 +36,12 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
-from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, flow_step,
-                                     loglog_panel, seeded_init, shifted_ci_halves, shifted_exponents,
-                                     train_loss_only)
+from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, fit_seeds,
+                                     flow_step, seeded_init, train_loss_only)
 from nqf.ignition import predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import logistic_solution
-from nqf.scaling import count_drops, count_resolved, fit_power_law, predict_exponent
+from nqf.scaling import count_drops, count_resolved, predict_exponent
 from nqf.training import log_step_grid
 
 if TYPE_CHECKING:
@@ -263,15 +262,8 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     """The GD exponent over seeds with its bootstrap CI beside the predictions; the crossover counts."""
     tol = cfg["tolerances"]
     factor = float(tol["safety_factor"])
-    seeds = run_ds["seeds"]
-    t = seeds["time"].values
-    loss = seeds["loss"].values - float(structure_ds["min_loss"])
-    win = (float(theory_ds["window_t_lo"]), float(theory_ds["window_t_hi"]))
-    pl = fit_power_law(t, loss, win, n_boot=cfg["n_boot"])
-    shifted = shifted_exponents(t, loss, win)
-    shifted_half = shifted_ci_halves(t, loss, win, cfg["n_boot"])
-    h = flow_step(seeds)
-    claims = exponent_claims(theory_ds, pl, shifted, shifted_half, h=h, rates=theory_ds["r"].values,
+    sf = fit_seeds(run_ds["seeds"], theory_ds, float(structure_ds["min_loss"]), cfg["n_boot"])
+    claims = exponent_claims(theory_ds, sf.fit, sf.shifted, sf.shifted_half, h=sf.h, rates=theory_ds["r"].values,
                              factor=factor, what="GD excess loss", asymptotic_checks="paper",
                              asymptotic_source=PAPER_SOURCE, theorem=THEOREM)
     # Crossover.
@@ -298,63 +290,16 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                                     f"exact curve's counts on {N_EPS_GRID} eps values (the gap > width criterion gives "
                                     f"w = ln 81 = {math.log(81):.3f})"))
     one = {"units": "1"}
+    exponent, test = sf.variables(theory_ds, "GD excess loss")
     ds = xr.Dataset(
         {
-            "exponent": ((), pl.exponent, {**one, "long_name": "exponent b of the GD excess loss ~ t^-b (seed mean)"}),
-            "exponent_ci_low": ((), pl.ci_low, {**one, "long_name": "lower 95% bound (percentile bootstrap over seeds)"}),
-            "exponent_ci_high": ((), pl.ci_high, {**one, "long_name": "upper 95% bound (percentile bootstrap over seeds)"}),
-            "exponent_per_seed": ("seed", pl.per_seed, {**one, "long_name": "exponent fitted on each seed"}),
-            "shifted_exponent": ("shift", shifted, {**one, "long_name": "GD exponent with one window end shifted by a factor 2"}),
-            "shifted_ci_half": ("shift", shifted_half, {**one, "long_name": "bootstrap 95% CI half-width of that exponent"}),
-            "theory_shifted_exponent": theory_ds["theory_shifted_exponent"],
-            "residual_rms": ((), pl.residual_rms, {**one, "long_name": "residual rms / fitted drop (power_law_test)"}),
-            "slope_drift": ((), pl.slope_drift, {**one, "long_name": "change of the log-log slope across the window / b"}),
-            "is_power_law": ((), bool(pl.is_power_law), {"long_name": "nqf.scaling.power_law_test verdict"}),
-            "flow_lr": ((), h, {**one, "long_name": "Eq. 26 flow time per GD step, c lr"}),
+            **exponent, **test, **sf.flow_variable(),
             "drops_measured": ("eps", measured, {**one, "long_name": "distinct drops of GD's excess loss (count_drops)"}),
             "drops_predicted": ("eps", pred_drops, {**one, "long_name": "distinct drops of the exact Theorem 6 curve"}),
             **{k: theory_ds[k] for k in ("exponent_asymptotic", "exponent_corrected", "exponent_staircase",
                                          "theory_exponent", "window_t_lo", "window_t_hi", "drops_slope",
                                          "drops_intercept", "drop_width_fit", "alpha2_fit")},
         },
-        coords={"seed": ("seed", seeds["seed"].values, {"long_name": "initialisation seed"}),
-                "shift": theory_ds["shift"], "eps": cross["eps"]},
-        attrs={"experiment_kind": KIND, "flow_lr": h, "power_law_test": pl.reason, "ci_method": pl.ci_method},
+        coords={**sf.coords(theory_ds), "eps": cross["eps"]}, attrs=sf.attrs(KIND),
     )
     return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Left: normalised excess loss on log-log axes with the fitted and predicted slopes. Right: the
-    number of distinct drops against ln(1/eps), predicted, measured and the asymptotic line."""
-    from nqf import plotting
-
-    seeds = run_ds["seeds"]
-    with plotting.style(font_size, dpi):
-        fig, (ax, axc) = plotting.plt.subplots(1, 2, figsize=(7.6, 3.3), constrained_layout=True,
-                                               gridspec_kw={"width_ratios": [1.35, 1]})
-        loglog_panel(ax, seeds["time"].values, seeds["loss"].values, theory_ds["time"].values,
-                     theory_ds["excess_loss"].values, theory_ds, fit_ds,
-                     xlabel=r"gradient-flow time $t = c\,\eta\cdot$step (Eq. 26)",
-                     ylabel=r"normalised excess loss $E(t)/E(0)$", label="GD")
-        ax.set_title(f"$\\epsilon$ = {cfg['eps']:g}: excess loss (Thm 9)")
-        grid = theory_ds["eps_grid"].values
-        xg = np.log(1.0 / grid)
-        axc.step(xg, theory_ds["drops_grid"].values, where="mid", color="k", linewidth=1.2,
-                 label="exact theory (count_drops)")
-        x = np.log(1.0 / fit_ds["eps"].values)
-        axc.plot(x, fit_ds["drops_measured"].values, color="tab:blue", linestyle="none", marker="o",
-                 markersize=5, markerfacecolor="none", label="GD (count_drops)")
-        w = float(theory_ds["drop_width_fit"])
-        axc.plot(xg, float(theory_ds["drops_slope"]) * xg + float(theory_ds["drops_intercept"]),
-                 color="tab:red", label=f"linear law $\\alpha_2\\ln(1/\\epsilon)/w$ + c, w = {w:.2f} (fitted)",
-                 **plotting.THEORY)
-        axc.plot(xg, theory_ds["alpha2_fit"].item() * xg / math.log(81.0), color="0.5", linestyle=(0, (1, 2)),
-                 label=r"$\alpha_2\ln(1/\epsilon)/\ln 81$ (gap > width)")
-        axc.set_xlabel(r"$\ln(1/\epsilon)$")
-        axc.set_ylabel("distinct loss drops (resolved plateaus)")
-        axc.set_title("resolved-to-merged crossover")
-        axc.legend(loc="upper left", fontsize="small")
-        fig.suptitle(f"{cfg['description']} (flow step c lr = {float(fit_ds['flow_lr']):g})", fontsize=font_size + 1)
-        plotting.save(fig, paths)

@@ -56,11 +56,9 @@ import numpy as np
 import xarray as xr
 
 from nqf.config import ConfigError
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
-from nqf.ignition import ignition_times, predicted_ignition_times, predicted_seed_scatter
-from nqf.losses import flow_lr
-from nqf.mode_theory import (coupled_faster, effective_amplitudes, ordered_seed_scatter, reduce_modes, slope_fit,
-                             std_relative_error)
+from nqf.experiments.fits import init_scaling as fits
+from nqf.ignition import predicted_ignition_times, predicted_seed_scatter
+from nqf.mode_theory import ordered_seed_scatter, reduce_modes, slope_fit
 from nqf.training import train
 
 if TYPE_CHECKING:
@@ -70,8 +68,6 @@ if TYPE_CHECKING:
 
 KIND = "init_scaling"
 TRAIN_KEYS = ("eps", "loss", "lr", "steps", "n_record", "seeds", "seed_scale", "dtype", "data_seed", "width")
-SOURCE_THM8 = "Theorem 8 (ignition time)"
-SOURCE_SCATTER = "seed scatter of Theorem 8's ignition time over Gaussian inits (SCIENCE.md 3; beyond the paper)"
 STAGE_KEYS = {
     "data": ("architectures", "rates", "width", "data_seed"),
     "structure": ("architectures", "width", "data_seed"),
@@ -297,186 +293,6 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     )
 
 
-def measured_ignition(run: xr.Dataset, which: str, saturation=None) -> np.ndarray:
-    """t*_k of every replica ((eps|seed), mode): half of each replica's own final z_k, or of
-    ``saturation`` (the teacher's z*_k: the fixed point of the flow and of GD alike, and the
-    level the real module is judged at, whose z_k keeps drifting once tanh saturates)."""
-    z = run[f"z_{which}"].values  # (replica, step, mode)
-    return np.array([ignition_times(run["time"].values, zr, saturation=saturation)
-                     for zr in z]).reshape(z.shape[0], z.shape[2])
-
-
-def _flow_steps(structure: xr.Dataset, cfg: dict) -> np.ndarray:
-    """eta = c lr per architecture: the Eq. 26 flow step of one GD step (n = its m pairs)."""
-    return np.array([flow_lr(cfg["lr"], cfg["loss"], int(m)) for m in structure["m"].values])
-
-
 def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """Fitted slopes and seed scatter per architecture and mode beside the predictions, with claims."""
-    tol = cfg["tolerances"]
-    archs = list(theory_ds["architecture"].values)
-    eps = theory_ds["eps"].values
-    A, K = len(archs), theory_ds.sizes["mode"]
-    t_eps, t_mod = np.full((A, eps.size, K), np.nan), np.full((A, eps.size, K), np.nan)
-    std, std_own, n_ok = np.full((A, K), np.nan), np.full((A, K), np.nan), np.zeros((A, K), int)
-    for i, arch in enumerate(archs):
-        run = run_ds[arch].sel(eps=eps)
-        t_eps[i] = measured_ignition(run, "aligned", saturation=run["z_star"].values)
-        if "z_module" in run:
-            t_mod[i] = measured_ignition(run, "module", saturation=run["z_star"].values)
-        if run.sizes["seed"] > 1:
-            t_seed = measured_ignition(run, "gaussian")
-            n_ok[i] = np.isfinite(t_seed).sum(0)
-            # a seed that never ignited would bias the std low: then there is no measurement
-            std[i] = np.where(n_ok[i] == run.sizes["seed"], np.std(t_seed, axis=0, ddof=1), np.nan)
-            # Theorem 8 seed by seed, from the amplitude each mode effectively ignites from
-            mask = coupled_faster(structure["r"].values[i], structure["coupling"].values[i])
-            z_eff = effective_amplitudes(run["g0_gaussian"].values, mask)
-            t_own = predicted_ignition_times(structure["r"].values[i], np.diagonal(structure["C"].values[i]), 1.0, c=z_eff)
-            std_own[i] = np.std(t_own, axis=0, ddof=1)
-    slope = slope_fit(eps, np.moveaxis(t_eps, 1, 0))
-    t_thm8 = np.moveaxis(theory_ds["t_star"].values, -1, 1)  # (arch, eps, mode)
-    n_seeds = next(iter(run_ds.values())).sizes["seed"]
-    se = std_relative_error(theory_ds["dof"].values, max(n_seeds, 2))
-    dims = ("architecture", "mode")
-    ds = xr.Dataset(
-        {"t_star_measured": (("architecture", "eps", "mode"), t_eps, {"units": "1", "long_name": "GD ignition time, aligned init"}),
-         "t_star_theorem8": (("architecture", "eps", "mode"), t_thm8, {"units": "1", "long_name": "Theorem 8 ignition time"}),
-         "slope_measured": (dims, slope, {"units": "1", "long_name": "least-squares slope of GD t*_k against ln(1/eps)"}),
-         "t_star_module": (("architecture", "eps", "mode"), t_mod, {
-             "units": "1", "long_name": "real module: time z_k reaches z*_k / 2, aligned init (NaN: not trained)"}),
-         "slope_module": (dims, slope_fit(eps, np.moveaxis(t_mod, 1, 0)), {
-             "units": "1", "long_name": "least-squares slope of the real module's t*_k (reported, not a claim)"}),
-         "slope_predicted": theory_ds["slope"], "slope_theorem8": theory_ds["slope_theorem8"],
-         "scatter_measured": (dims, std, {"units": "1", "long_name": "std of GD t*_k over Gaussian seeds"}),
-         "scatter_predicted": theory_ds["scatter_ordered"], "scatter_contract": theory_ds["scatter_contract"],
-         "scatter_sampling_error": (dims, se, {"units": "1", "long_name": "relative standard error of the std over the seeds"}),
-         "scatter_tolerance": (dims, float(tol["safety_factor"]) * (
-             se + _flow_steps(structure, cfg)[:, None] * theory_ds["r"].values / 4
-             + float(tol["projection_model_error"]) * (structure["predecessors"].values > 0)), {
-             "units": "1", "long_name": "tolerance of the seed-scatter rows: safety factor x (sampling error + "
-                                        "eta r_k / 4 + projection model error for coupled modes)"}),
-         "scatter_own_init": (dims, std_own, {"units": "1", "long_name": "std over the seeds of Theorem 8 with each seed's "
-                                                                    "projected initial amplitude (no sampling error)"}),
-         "seeds_ignited": (dims, n_ok, {"units": "1", "long_name": "seeds whose t*_k was measured"})},
-        coords={"architecture": archs, "eps": eps, "mode": theory_ds["mode"].values},
-        attrs={"experiment_kind": KIND, "seeds": n_seeds},
-    )
-    claims = []
-    factor = float(tol["safety_factor"])
-    etas = _flow_steps(structure, cfg)
-    for i, arch in enumerate(archs):
-        eta = float(etas[i])  # the Eq. 26 flow step of one GD step
-        regime, a = str(theory_ds["regime"].values[i]), float(theory_ds["a"].values[i])
-        module_slope = ds["slope_module"].values[i]
-        r_i = theory_ds["r"].values[i]
-        gd_rate = eta * r_i / (2 * np.log1p(eta * r_i / 2)) - 1  # GD's exact per-step growth, on the slope
-        finite_eps = np.abs(theory_ds["slope_theorem8"].values[i] / theory_ds["slope"].values[i] - 1)
-        for k in range(K):
-            budget = ErrorBudget({"GD rate: eta r/(2 ln(1 + eta r/2)) - 1": gd_rate[k]}, factor,
-                                 systematic={"finite eps: Theorem 8's slope over these eps": finite_eps[k]})
-            claims.append(budget.claim(
-                f"{arch} mode {k + 1}: slope of t* vs ln(1/eps)", float(theory_ds["slope"].values[i, k]),
-                float(slope[i, k]), checks="theorem", source=f"{SOURCE_THM8}: slope 1/(a zeta_k) of t*_k against ln(1/eps)",
-                note=f"1/(a zeta), {regime}: a = {a:g}, zeta = {float(theory_ds['zeta'].values[i, k]):.4g}; "
-                     f"Thm 8 over these eps {float(theory_ds['slope_theorem8'].values[i, k]):.4g}; eta = c lr = {eta:g}"
-                     + (f"; real module {module_slope[k]:.4g} (not checked)" if np.isfinite(module_slope[k]) else "")))
-        err = np.abs(t_eps[i] - t_thm8[i]) / t_thm8[i]
-        delay = eta * np.log(1 / (2 * eps))[:, None] / (4 * t_thm8[i])  # (eps, mode); z0 = eps z*, z_half = z*/2
-        budget = ErrorBudget({"GD O(lr): max eta ln(1/(2 eps))/(4 t*)": float(np.nanmax(delay))}, factor)
-        claims.append(budget.claim(
-            f"{arch}: max over eps and modes |t*_GD - t*_Thm8| / t*_Thm8", 0.0, float(np.max(err)), relative=False,
-            checks="theorem", source=SOURCE_THM8,
-            note="aligned inits z_k(0) = eps z*_k, t* at z*_k / 2; NaN if a mode never reached half saturation"))
-        res = max(float(structure[v].values[i]) for v in ("eigen_residual", "decoupling_residual"))
-        claims.append(Claim(f"{arch}: Theorem 16 residual (Y q_k = gamma q_k, K(q_b q_b^T) q_a = kappa delta_ab q_a)",
-                            0.0, res, tol["reduction_residual"], relative=False, checks="theorem",
-                            source="Theorem 16 (decoupled modes), the conditions of the reduction",
-                            tolerance_source="rounding: the designed data satisfy the conditions exactly; "
-                                             "tolerances.reduction_residual allows float64 rounding",
-                            note=f"the modes decouple on this data; regime {regime}"))
-        if n_seeds < 2:
-            continue
-        own = np.abs(std[i] / std_own[i] - 1)
-        k_own = int(np.nanargmax(own)) if np.any(np.isfinite(own)) else 0
-        coupled = structure["predecessors"].values[i] > 0
-        terms = {"GD O(lr): max_k eta r_k/4": float(np.max(eta * r_i / 4))}
-        if np.any(coupled):
-            terms["projection model (coupled modes)"] = float(tol["projection_model_error"])
-        budget = ErrorBudget(terms, factor)
-        claims.append(budget.claim(
-            f"{arch}: max over modes |std t* / std of Theorem 8 from each seed's own init - 1|", 0.0,
-            float(np.max(own)), relative=False, checks="ours", source=SOURCE_SCATTER,
-            note=f"the same seeds on both sides: tests the mechanism free of sampling error (amplitudes projected "
-                 f"off the coupled faster modes' directions); per mode {', '.join(f'{v:.2g}' for v in own)}"))
-        for k in range(K):
-            contract = float(theory_ds["scatter_contract"].values[i, k])
-            terms = {"seed s.e. of the std": float(se[i, k]), "GD O(lr): eta r_k/4": float(eta * r_i[k] / 4)}
-            if coupled[k]:
-                terms["projection model (coupled modes)"] = float(tol["projection_model_error"])
-            budget = ErrorBudget(terms, factor)  # the same terms as ds["scatter_tolerance"]
-            claims.append(budget.claim(
-                f"{arch} mode {k + 1}: std of t* over {n_seeds} seeds", float(theory_ds["scatter_ordered"].values[i, k]),
-                float(std[i, k]), checks="ours", source=SOURCE_SCATTER,
-                note=f"chi^2 dof d - j_k = {int(theory_ds['dof'].values[i, k])}; SCIENCE.md sqrt(psi'(d/2))/(a zeta) = "
-                     f"{contract:.4g} ({std[i, k] / contract - 1:+.1%}); "
-                     f"{n_ok[i, k]} of {n_seeds} seeds ignited within c lr steps"))
-    return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """t*_k against ln(1/eps) per architecture (GD markers, Theorem 8 dashed) and the seed scatter."""
-    from nqf import plotting
-
-    archs = list(fit_ds["architecture"].values)
-    K = fit_ds.sizes["mode"]
-    x = np.log(1.0 / fit_ds["eps"].values)
-    colors = plotting.mode_colors(K)
-    ncols = 4
-    nrows = -(-(len(archs) + 1) // ncols)
-    with plotting.style(font_size, dpi):
-        fig, axes = plotting.plt.subplots(nrows, ncols, figsize=(1.95 * ncols, 1.85 * nrows + 0.4),
-                                          constrained_layout=True, squeeze=False)
-        for ax, arch in zip(axes.flat, archs):
-            for k, col in enumerate(colors):
-                ax.plot(x, fit_ds["t_star_theorem8"].sel(architecture=arch).values[:, k], color=col, **plotting.THEORY)
-                ax.plot(x, fit_ds["t_star_module"].sel(architecture=arch).values[:, k], color=col, linestyle="none",
-                        marker="x", markersize=3.5, alpha=0.8)
-                ax.plot(x, fit_ds["t_star_measured"].sel(architecture=arch).values[:, k], color=col, **plotting.MARKERS,
-                        label=f"{float(fit_ds['slope_measured'].sel(architecture=arch)[k]):.3f} / "
-                              f"{float(fit_ds['slope_predicted'].sel(architecture=arch)[k]):.3f}")
-            ax.set_title(f"{arch} ({theory_ds['regime'].sel(architecture=arch).item()})", fontsize=font_size - 1)
-            ax.legend(loc="upper left", title="slope GD / theory", title_fontsize=font_size - 2,
-                      fontsize=font_size - 2, handlelength=0.8)
-        for ax in axes[-1]:
-            ax.set_xlabel(r"$\ln(1/\epsilon)$")
-        for ax in axes[:, 0]:
-            ax.set_ylabel(r"ignition time $t^*_k$")
-        ax = axes.flat[len(archs)]
-        pred, contract = fit_ds["scatter_predicted"].values, fit_ds["scatter_contract"].values
-        meas = fit_ds["scatter_measured"].values
-        if np.any(np.isfinite(meas)):
-            lo, hi = np.nanmin([pred, meas]) / 1.5, np.nanmax([pred, meas, contract]) * 1.5
-            line = np.array([lo, hi])
-            band = float(np.nanmedian(fit_ds["scatter_tolerance"].values)) if "scatter_tolerance" in fit_ds else 0.2
-            ax.fill_between(line, line * (1 - band), line * (1 + band), color="0.9",
-                            label=rf"$\pm {100 * band:.0f}\%$ (median tolerance)")
-            ax.plot(line, line, color="k", linewidth=0.8)
-            for k, col in enumerate(colors):
-                ax.plot(contract[:, k], meas[:, k], linestyle="none", marker="x", color="0.55", markersize=4,
-                        label=r"vs $\sqrt{\psi'(d/2)}/(a\zeta_k)$" if k == 0 else None)
-                ax.plot(pred[:, k], meas[:, k], color=col, **plotting.MARKERS,
-                        label=r"vs $\sqrt{\psi'((d-j_k)/2)}/(a\zeta_k)$" if k == 0 else None)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel(r"predicted std $t^*_k$")
-            ax.set_ylabel(r"measured std $t^*_k$")
-            ax.set_title(f"seed scatter, {fit_ds.attrs['seeds']} seeds", fontsize=font_size - 1)
-            ax.legend(loc="lower right", fontsize=font_size - 2, handlelength=0.8)
-        for extra in axes.flat[len(archs) + 1:]:
-            extra.axis("off")
-        fig.suptitle(f"{cfg['description']}\ncircles: GD on the NQF; x: real module (where trained); "
-                     f"dashed: Theorem 8; colours: modes 1..{K}",
-                     fontsize=font_size + 1)
-        plotting.save(fig, paths)
+    return fits.fit(structure, theory_ds, run_ds, cfg)

@@ -1,7 +1,7 @@
 """Helpers shared by the power-law kinds (``featurewise_powerlaw``, ``samplewise_powerlaw``):
 seeded and deterministic initial weights, a loss-only GD trainer of many replicas, the exponent
 refitted over shifted windows, the theory-stage exponent variables, the exponent claims with their
-error budgets, and the log-log figure panel.
+error budgets (their log-log figure panel is in nqf.experiments.figures.powerlaw).
 
 Verdicts (summary rows): the paper's claim (e.g. Fig. 3 right), the theorem (9 or 11) with App. C's
 finite-eps correction, and the exact curve (Theorem 6 or Eq. 36) are each compared with the GD exponent within a tolerance built from the run's
@@ -25,13 +25,14 @@ error budget (nqf.experiments.common.ErrorBudget) times ``tolerances.safety_fact
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget
-from nqf.scaling import fit_power_law, window_sensitivity
+from nqf.scaling import PowerLawFit, fit_power_law, window_sensitivity
 from nqf.training import train
 
 if TYPE_CHECKING:
@@ -168,6 +169,65 @@ def exponent_variables(pred, t, curve, n_boot: int, prefix: str = "theory") -> d
     }
 
 
+@dataclass
+class SeedFit:
+    """The exponent of a seed run's loss fitted over the theory's window (:func:`fit_seeds`), with
+    the exponents and CI half-widths over the shifted windows and the run's flow step h = c lr."""
+
+    run: xr.Dataset
+    fit: PowerLawFit
+    shifted: np.ndarray
+    shifted_half: np.ndarray
+    h: float
+
+    def variables(self, theory_ds: xr.Dataset, what: str) -> tuple[dict, dict]:
+        """The fit stage's variables of this fit, in two groups (the kinds place ``flow_lr``
+        between or after them): the exponent with its CI, per seed and over the shifted windows
+        (beside the theory's), and power_law_test's measures. ``what`` names the fitted curve."""
+        pl, one = self.fit, {"units": "1"}
+        exponent = {
+            "exponent": ((), pl.exponent, {**one, "long_name": f"exponent b of the {what} ~ t^-b (seed mean)"}),
+            "exponent_ci_low": ((), pl.ci_low, {**one, "long_name": "lower 95% bound (percentile bootstrap over seeds)"}),
+            "exponent_ci_high": ((), pl.ci_high, {**one, "long_name": "upper 95% bound (percentile bootstrap over seeds)"}),
+            "exponent_per_seed": ("seed", pl.per_seed, {**one, "long_name": "exponent fitted on each seed"}),
+            "shifted_exponent": ("shift", self.shifted, {**one, "long_name": "GD exponent with one window end shifted by a factor 2"}),
+            "shifted_ci_half": ("shift", self.shifted_half, {**one, "long_name": "bootstrap 95% CI half-width of that exponent"}),
+            "theory_shifted_exponent": theory_ds["theory_shifted_exponent"],
+        }
+        test = {
+            "residual_rms": ((), pl.residual_rms, {**one, "long_name": "residual rms / fitted drop (power_law_test)"}),
+            "slope_drift": ((), pl.slope_drift, {**one, "long_name": "change of the log-log slope across the window / b"}),
+            "is_power_law": ((), bool(pl.is_power_law), {"long_name": "nqf.scaling.power_law_test verdict"}),
+        }
+        return exponent, test
+
+    def flow_variable(self) -> dict:
+        """The fit file's ``flow_lr``: h = c lr, the Eq. 26 flow time per GD step."""
+        return {"flow_lr": ((), self.h, {"units": "1", "long_name": "Eq. 26 flow time per GD step, c lr"})}
+
+    def coords(self, theory_ds: xr.Dataset) -> dict:
+        """The fit file's seed and shift coordinates."""
+        return {"seed": ("seed", self.run["seed"].values, {"long_name": "initialisation seed"}),
+                "shift": theory_ds["shift"]}
+
+    def attrs(self, kind: str) -> dict:
+        """The fit file's attributes: its kind, the flow step and power_law_test's verdict."""
+        return {"experiment_kind": kind, "flow_lr": self.h, "power_law_test": self.fit.reason,
+                "ci_method": self.fit.ci_method}
+
+
+def fit_seeds(run: xr.Dataset, theory_ds: xr.Dataset, min_loss: float, n_boot: int) -> SeedFit:
+    """The exponent of the run's loss above ``min_loss`` over the theory's fitting window, over its
+    seeds (nqf.scaling.fit_power_law), and over the shifted windows."""
+    t = run["time"].values
+    loss = run["loss"].values - min_loss
+    win = (float(theory_ds["window_t_lo"]), float(theory_ds["window_t_hi"]))
+    pl = fit_power_law(t, loss, win, n_boot=n_boot)
+    shifted = shifted_exponents(t, loss, win)
+    shifted_half = shifted_ci_halves(t, loss, win, n_boot)
+    return SeedFit(run, pl, shifted, shifted_half, flow_step(run))
+
+
 def systematic_claim(quantity: str, predicted: float, measured: float, systematic: dict, budget: ErrorBudget,
                      **kwargs) -> Claim:
     """A 'close' Claim whose tolerance is the sum of ``systematic`` deviations (computed exactly
@@ -250,39 +310,3 @@ def exponent_claims(theory_ds: xr.Dataset, fit, shifted_gd: np.ndarray, shifted_
                                          "(no prediction to compare with, so no error budget)",
                         note=fit.reason))
     return claims
-
-
-def loglog_panel(ax, t, curves, tt, theory, theory_ds, fit_ds, *, xlabel: str, ylabel: str, label: str) -> None:
-    """Normalised loss on log-log axes: GD seed-mean (band over seeds), exact theory dashed, the
-    predicted asymptotic and corrected slopes dotted, the fitting window shaded."""
-    from nqf import plotting
-
-    keep, tkeep = t > 0, tt > 0
-    norm = theory[0]
-    lnc = np.log(curves[:, keep] / norm)
-    ax.fill_between(t[keep], np.exp(lnc.min(0)), np.exp(lnc.max(0)), color="tab:blue", alpha=0.25, linewidth=0,
-                    label=f"GD, {curves.shape[0]} seed(s): range")
-    b, lo, hi = (float(fit_ds[k]) for k in ("exponent", "exponent_ci_low", "exponent_ci_high"))
-    ax.plot(t[keep], np.exp(lnc.mean(0)), color="tab:blue",
-            label=f"{label}: fitted $t^{{-b}}$, b = {b:.3f} [{lo:.3f}, {hi:.3f}]", **plotting.EXPERIMENT)
-    ax.plot(tt[tkeep], theory[tkeep] / norm, color="k", label="exact theory", **plotting.THEORY)
-    t_lo, t_hi = float(theory_ds["window_t_lo"]), float(theory_ds["window_t_hi"])
-    ax.axvspan(t_lo, t_hi, color="0.88", zorder=0, label="fitting window")
-    # Predicted slopes through the theory curve at the window's geometric middle, drawn over
-    # the window widened by 2 at each end.
-    tm = math.sqrt(t_lo * t_hi)
-    Em = float(np.exp(np.interp(math.log(tm), np.log(tt[tkeep]), np.log(theory[tkeep] / norm))))
-    seg = np.geomspace(t_lo / 2, t_hi * 2, 20)
-    # (offset above and below the curve so that equal slopes stay distinguishable)
-    for key, col, ls, shift, name in (("exponent_asymptotic", "tab:red", (0, (1, 1.5)), 2.5, "asymptotic"),
-                                      ("exponent_corrected", "tab:orange", (0, (1, 3)), 0.4, "finite-eps corrected")):
-        s = float(theory_ds[key])
-        ax.plot(seg, shift * Em * (seg / tm) ** -s, color=col, linestyle=ls, linewidth=1.6,
-                label=f"{name} slope {s:.3f}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=max(1e-6, 0.3 * float(np.exp(lnc.min()))), top=1.5)
-    ax.set_xlim(left=max(float(t[keep][0]), t_lo / 30), right=float(t[-1]) * 1.1)
-    ax.legend(loc="lower left", fontsize="small")

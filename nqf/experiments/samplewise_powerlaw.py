@@ -31,10 +31,9 @@ import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import claims_dataset
-from nqf.experiments.powerlaw import (SHIFTS, exponent_claims, exponent_variables, flow_step, loglog_panel,
-                                     seeded_init, shifted_ci_halves, shifted_exponents, train_loss_only)
+from nqf.experiments.powerlaw import SHIFTS, exponent_claims, exponent_variables, fit_seeds, seeded_init, train_loss_only
 from nqf.losses import flow_lr
-from nqf.scaling import fit_power_law, predict_exponent
+from nqf.scaling import predict_exponent
 from nqf.training import log_step_grid
 
 if TYPE_CHECKING:
@@ -207,15 +206,8 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """The GD exponent over seeds with its bootstrap CI beside the predictions."""
-    seeds = run_ds["seeds"]
-    t = seeds["time"].values
-    loss = seeds["loss"].values - float(structure_ds["min_loss"])
-    win = (float(theory_ds["window_t_lo"]), float(theory_ds["window_t_hi"]))
-    pl = fit_power_law(t, loss, win, n_boot=cfg["n_boot"])
-    shifted = shifted_exponents(t, loss, win)
-    shifted_half = shifted_ci_halves(t, loss, win, cfg["n_boot"])
-    h = flow_step(seeds)
-    claims = exponent_claims(theory_ds, pl, shifted, shifted_half, h=h, rates=theory_ds["zeta"].values,
+    sf = fit_seeds(run_ds["seeds"], theory_ds, float(structure_ds["min_loss"]), cfg["n_boot"])
+    claims = exponent_claims(theory_ds, sf.fit, sf.shifted, sf.shifted_half, h=sf.h, rates=theory_ds["zeta"].values,
                              factor=float(cfg["tolerances"]["safety_factor"]), what="GD loss",
                              asymptotic_checks="theorem", asymptotic_source=ASYMPTOTIC_SOURCE, theorem=THEOREM,
                              asymptotic_name="(2 gamma1 - 1)/gamma2")
@@ -223,58 +215,14 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     # over the window (gamma2 as eps -> 0); recorded, not claimed (the corrected exponent uses it).
     k = np.arange(int(theory_ds["window_k_lo"]), int(theory_ds["window_k_hi"]) + 1)
     slope = float(np.polyfit(np.log(k), np.log(theory_ds["t_star"].values[k - 1]), 1)[0])
-    one = {"units": "1"}
+    exponent, test = sf.variables(theory_ds, "GD loss")
     ds = xr.Dataset(
         {
-            "exponent": ((), pl.exponent, {**one, "long_name": "exponent b of the GD loss ~ t^-b (seed mean)"}),
-            "exponent_ci_low": ((), pl.ci_low, {**one, "long_name": "lower 95% bound (percentile bootstrap over seeds)"}),
-            "exponent_ci_high": ((), pl.ci_high, {**one, "long_name": "upper 95% bound (percentile bootstrap over seeds)"}),
-            "exponent_per_seed": ("seed", pl.per_seed, {**one, "long_name": "exponent fitted on each seed"}),
-            "shifted_exponent": ("shift", shifted, {**one, "long_name": "GD exponent with one window end shifted by a factor 2"}),
-            "shifted_ci_half": ("shift", shifted_half, {**one, "long_name": "bootstrap 95% CI half-width of that exponent"}),
-            "theory_shifted_exponent": theory_ds["theory_shifted_exponent"],
-            "flow_lr": ((), h, {**one, "long_name": "Eq. 26 flow time per GD step, c lr"}),
-            "residual_rms": ((), pl.residual_rms, {**one, "long_name": "residual rms / fitted drop (power_law_test)"}),
-            "slope_drift": ((), pl.slope_drift, {**one, "long_name": "change of the log-log slope across the window / b"}),
-            "is_power_law": ((), bool(pl.is_power_law), {"long_name": "nqf.scaling.power_law_test verdict"}),
-            "t_star_slope": ((), slope, {**one, "long_name": "slope of ln t*_mu (Eq. 36) against ln mu over the window"}),
+            **exponent, **sf.flow_variable(), **test,
+            "t_star_slope": ((), slope, {"units": "1", "long_name": "slope of ln t*_mu (Eq. 36) against ln mu over the window"}),
             **{key: theory_ds[key] for key in ("exponent_asymptotic", "exponent_corrected", "exponent_staircase",
                                                "theory_exponent", "window_t_lo", "window_t_hi", "alpha2_fit")},
         },
-        coords={"seed": ("seed", seeds["seed"].values, {"long_name": "initialisation seed"}),
-                "shift": theory_ds["shift"]},
-        attrs={"experiment_kind": KIND, "flow_lr": h, "power_law_test": pl.reason, "ci_method": pl.ci_method},
+        coords=sf.coords(theory_ds), attrs=sf.attrs(KIND),
     )
     return xr.merge([ds, claims_dataset(claims)])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Left: normalised loss on log-log axes with the fitted and predicted slopes. Right: the exact
-    ignition times t*_mu against mu with the eps -> 0 law ln(1/z_mu(0)) / zeta_mu."""
-    from nqf import plotting
-
-    seeds = run_ds["seeds"]
-    pred = (cfg["gamma1"] * 2 - 1) / cfg["gamma2"]
-    with plotting.style(font_size, dpi):
-        fig, (ax, axt) = plotting.plt.subplots(1, 2, figsize=(7.6, 3.3), constrained_layout=True,
-                                               gridspec_kw={"width_ratios": [1.35, 1]})
-        loglog_panel(ax, seeds["time"].values, seeds["loss"].values, theory_ds["time"].values,
-                     theory_ds["excess_loss"].values, theory_ds, fit_ds,
-                     xlabel=r"gradient-flow time $t = c\,\eta\cdot$step (Eq. 26)",
-                     ylabel=r"normalised loss $L(t)/L(0)$", label="GD")
-        ax.set_title(f"(2$\\gamma_1$-1)/$\\gamma_2$ = {pred:.3f} (Thm 11)")
-        mu = theory_ds["sample"].values
-        axt.plot(mu, theory_ds["t_star"].values, color="k", label=r"Eq. 36: $f_\mu = y_\mu/2$", linewidth=1.2)
-        axt.plot(mu, theory_ds["t_star_asymptotic"].values, color="tab:red",
-                 label=r"$\ln(1/z_\mu(0))/\zeta_\mu$ (Eq. 47)", **plotting.THEORY)
-        k_lo, k_hi = int(theory_ds["window_k_lo"]), int(theory_ds["window_k_hi"])
-        axt.axvspan(k_lo, k_hi, color="0.88", zorder=0, label="window's samples")
-        axt.set_xscale("log")
-        axt.set_yscale("log")
-        axt.set_xlabel(r"sample index $\mu$")
-        axt.set_ylabel(r"ignition time $t^*_\mu$")
-        axt.set_title(r"ignitions: $t^*_\mu \propto \mu^{\gamma_2}$")
-        axt.legend(loc="upper left", fontsize="small")
-        fig.suptitle(f"{cfg['description']} (flow step c lr = {float(fit_ds['flow_lr']):g})", fontsize=font_size + 1)
-        plotting.save(fig, paths)

@@ -35,22 +35,17 @@ barely change the MSE, so outputs part long before losses do).
 """
 from __future__ import annotations
 
-import logging
 import math
-import time
 from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
 from nqf.architectures import title
-from nqf.experiments.common import Claim, claims_dataset, teacher_generator
+from nqf.experiments.common import Claim, claims_dataset, per_arch_dataset, teacher_generator
 from nqf.losses import flow_lr
-from nqf.training import progress_message
 
 if TYPE_CHECKING:
-    import torch
-
     from nqf.architectures import UnitModule
 
 KIND = "teacher_student"
@@ -67,7 +62,6 @@ STAGE_KEYS = {
     "fit": ("architectures", "threshold", "sustain_steps", "tolerances"),
     "figure": ("description", "architectures", "loss", "threshold", "sustain_steps"),
 }
-log = logging.getLogger("nqf.train")
 
 
 def runs(cfg: dict) -> list[str]:
@@ -158,11 +152,9 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
         r[i] = float(8.0 / m * lam @ target)
         C[i] = float(8.0 / m * lam @ lam)
         gamma[i] = float(evals[-1])
-    return xr.Dataset(
-        {"r": ("arch", r, {"units": "1", "long_name": "growth rate of the NQF's top mode, r = 2 psi^T Y psi"}),
-         "C": ("arch", C, {"units": "1", "long_name": "self-interaction of the top mode, C = (8/m) sum lambda_mu^2"}),
-         "gamma": ("arch", gamma, {"units": "1", "long_name": "top eigenvalue of Y = (4/m) sum (y - f0) A"})},
-        coords={"arch": archs}, attrs={"experiment_kind": KIND})
+    return per_arch_dataset(KIND, archs, r=(r, "growth rate of the NQF's top mode, r = 2 psi^T Y psi"),
+                            C=(C, "self-interaction of the top mode, C = (8/m) sum lambda_mu^2"),
+                            gamma=(gamma, "top eigenvalue of Y = (4/m) sum (y - f0) A"))
 
 
 def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
@@ -184,100 +176,11 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
         coords={"arch": archs}, attrs={"experiment_kind": KIND, "loss_convention": cfg["loss"]})
 
 
-def _stack_inputs(xs):
-    import torch
-
-    if isinstance(xs[0], tuple):
-        return tuple(torch.stack([x[i] for x in xs]) for i in range(len(xs[0])))
-    return torch.stack(xs)
-
-
-def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torch.Tensor, probe,
-                              *, lr: float, steps: int, batch_size: int, seeds, threshold: float,
-                              loss: str = "mean", progress_seconds: float = 10.0) -> xr.Dataset:
-    """Online SGD of the module and its NQF from the same W0 (R, p, d), R = len(seeds).
-
-    Every step draws a fresh minibatch per seed (generator seeded by the seed, so a seed's
-    stream does not depend on the others), labels it with the teacher W*, and takes one SGD step
-    of both models on it; the loss is the ``loss`` convention of (1/B) sum (f - y)^2 (nqf.losses,
-    c = loss_factor(loss, B)), recorded in Eq. 26 units, and ``time`` = c lr step. Records at
-    every step, on the probe set:
-    ``rel_output`` = RMS(f_module - f_NQF) / RMS(f_module), ``rel_learned`` (the same for f - f(0)),
-    ``probe_loss_module``, ``probe_loss_nqf``, and the minibatch losses; ``parting_step`` is the
-    first step with rel_output > threshold (-1 if none).
-    """
-    import torch
-    from torch.func import vmap
-
-    R = W0.shape[0]
-    factor = flow_lr(1.0, loss, batch_size)
-    Wm = W0.clone().requires_grad_()
-    Wn = W0.clone().requires_grad_()
-    opt = torch.optim.SGD([Wm, Wn], lr=lr)
-    f_mod = vmap(module.forward_with, in_dims=(0, 0))
-    f_nqf = vmap(module.nqf_outputs, in_dims=(0, 0))
-    p_mod = vmap(module.forward_with, in_dims=(0, None))
-    p_nqf = vmap(module.nqf_outputs, in_dims=(0, None))
-    gens = [torch.Generator().manual_seed(10_000 + int(s)) for s in seeds]
-    with torch.no_grad():
-        y_probe = module.forward_with(W_star, probe)
-        f0_probe = module.forward_with(torch.zeros_like(W_star), probe)
-    names = ("rel_output", "rel_learned", "probe_loss_module", "probe_loss_nqf", "batch_loss_module",
-             "batch_loss_nqf")
-    rec = {n: np.full((R, steps + 1), np.nan) for n in names}
-    t0 = last = time.perf_counter()
-    for step in range(steps + 1):
-        with torch.no_grad():
-            pm, pn = p_mod(Wm, probe), p_nqf(Wn, probe)
-            diff = (pm - pn).pow(2).mean((1, 2)).sqrt()
-            rec["rel_output"][:, step] = (diff / pm.pow(2).mean((1, 2)).sqrt()).numpy()
-            rec["rel_learned"][:, step] = (diff / (pm - f0_probe).pow(2).mean((1, 2)).sqrt()).numpy()
-            rec["probe_loss_module"][:, step] = (pm - y_probe).pow(2).mean((1, 2)).numpy()
-            rec["probe_loss_nqf"][:, step] = (pn - y_probe).pow(2).mean((1, 2)).numpy()
-        if step == steps:
-            break
-        x = _stack_inputs([module.sample_inputs(batch_size, g) for g in gens])
-        with torch.no_grad():
-            y = vmap(module.forward_with, in_dims=(None, 0))(W_star, x)
-        opt.zero_grad(set_to_none=True)
-        lm = (f_mod(Wm, x) - y).pow(2).mean((1, 2))
-        ln = (f_nqf(Wn, x) - y).pow(2).mean((1, 2))
-        rec["batch_loss_module"][:, step] = lm.detach().numpy()
-        rec["batch_loss_nqf"][:, step] = ln.detach().numpy()
-        if not bool(torch.isfinite(lm).all() and torch.isfinite(ln).all()):
-            from nqf.training import TrainingDiverged
-            raise TrainingDiverged(step, (lm + ln).detach().numpy(), lr, f" of the {type(module).__name__}")
-        ((lm.sum() + ln.sum()) * factor).backward()
-        opt.step()
-        now = time.perf_counter()
-        if now - last >= progress_seconds:
-            last = now
-            log.info("%s, probe loss module %.4g, NQF %.4g", progress_message(step + 1, steps, now - t0),
-                     rec["probe_loss_module"][:, step].mean(), rec["probe_loss_nqf"][:, step].mean())
-    log.info("trained %d online SGD steps in %.2f s", steps, time.perf_counter() - t0)
-    parted = rec["rel_output"] > threshold
-    parting = np.where(parted.any(1), parted.argmax(1), -1)
-    ds = xr.Dataset(coords={"seed": np.asarray(seeds), "step": np.arange(steps + 1)})
-    long = {"rel_output": "RMS over the probe set of (f_module - f_NQF) / RMS of f_module",
-            "rel_learned": "RMS over the probe set of (f_module - f_NQF) / RMS of (f_module - f(0))",
-            "probe_loss_module": "module MSE against the teacher on the probe set",
-            "probe_loss_nqf": "NQF MSE against the teacher on the probe set",
-            "batch_loss_module": "module minibatch loss before the step",
-            "batch_loss_nqf": "NQF minibatch loss before the step"}
-    for n in names:
-        ds[n] = (("seed", "step"), rec[n], {"units": "1", "long_name": long[n]})
-    ds["parting_step"] = ("seed", parting, {"units": "step", "long_name": f"first step with rel_output > {threshold:g} (-1: none)"})
-    ds["time"] = ("step", factor * lr * np.arange(steps + 1.0), {
-        "units": "1", "long_name": "Eq. 26 flow time c eta step (c: loss convention factor)"})
-    ds.attrs.update(lr=lr, steps=steps, batch_size=batch_size, threshold=threshold, loss_convention=loss,
-                    loss_factor=factor)
-    return ds
-
-
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
     """Module and NQF of one architecture for every seed (CPU float64: the step is tiny)."""
     import torch
 
+    from nqf.approximation import train_online_side_by_side
     from nqf.architectures import initial_weights
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
@@ -404,60 +307,3 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
 def _nan_stat(fn, a: np.ndarray) -> np.ndarray:
     """fn over the last axis ignoring NaN; NaN (without a warning) for all-NaN rows."""
     return np.array([fn(row) if np.isfinite(row).any() else np.nan for row in a])
-
-
-def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,
-           paths, *, font_size: float = 9, dpi: int = 150) -> None:
-    """Figure 6 as the paper draws it: per architecture, probe MSE of module (solid) and NQF
-    (dashed), mean +- 1 std over seeds (top); below, the relative gap of the seed-mean MSEs with
-    the threshold, and this project's output measure RMS(f_mod - f_NQF)/RMS(f_mod). Vertical
-    lines: the paper's step 100 (grey), the sustained loss parting (red), the band separation
-    (blue dash-dot), the NQF's predicted ignition (black dotted)."""
-    from nqf import plotting
-    from nqf.losses import FORMULAS
-
-    archs = list(cfg["architectures"])
-    n_agree = int(fit_ds.attrs.get("min_agree_steps", 100))
-    with plotting.style(font_size, dpi):
-        fig, axes = plotting.plt.subplots(2, len(archs), figsize=(3.8 * len(archs), 5.4), squeeze=False,
-                                          sharex="col", layout="constrained")
-        for i, a in enumerate(archs):
-            run = run_ds[a]
-            step = run["step"].values[1:]
-            for name, col, style, label in (("probe_loss_module", "C0", plotting.EXPERIMENT, "module"),
-                                            ("probe_loss_nqf", "k", plotting.THEORY, "its NQF")):
-                v = run[name].values[:, 1:]
-                mu, sd = v.mean(0), v.std(0)
-                axes[0, i].plot(step, mu, color=col, label=label, **style)
-                axes[0, i].fill_between(step, np.maximum(mu - sd, mu * 1e-3), mu + sd, color=col, alpha=0.2, linewidth=0)
-            axes[1, i].plot(step, loss_gap(run)[1:], color="k", label="seed-mean MSEs: |L_NQF - L_mod| / L_mod",
-                            **plotting.EXPERIMENT)
-            rel = run["rel_output"].values[:, 1:]
-            axes[1, i].plot(step, rel.mean(0), color="C3", linewidth=0.9, alpha=0.8,
-                            label="outputs: RMS($f_{mod} - f_{NQF}$) / RMS($f_{mod}$) (ours)")
-            axes[1, i].axhline(cfg["threshold"], color="0.4", linewidth=0.8, linestyle="--",
-                               label=f"threshold {cfg['threshold']:g}")
-            marks = ((float(fit_ds["loss_parting_step"].sel(arch=a)), "C3", "-", "losses part (sustained)"),
-                     (float(fit_ds["band_separation_step"].sel(arch=a)), "C0", "-.", "$\\pm$1 std bands separate"),
-                     (float(theory_ds["ignition_step"].sel(arch=a)), "k", ":", "NQF ignition (Thm 8)"),
-                     (float(n_agree), "0.6", (0, (1, 1)), f"paper: agree for {n_agree} steps"))
-            for ax in axes[:, i]:
-                for x, col, ls, label in marks:
-                    if math.isfinite(x) and x > 0:
-                        ax.axvline(x, color=col, linestyle=ls, linewidth=1.0, label=label if ax is axes[0, i] else None)
-                ax.set_xscale("log")
-            axes[0, i].set_yscale("log")
-            axes[1, i].set_yscale("log")
-            lp = float(fit_ds["loss_parting_step"].sel(arch=a))
-            axes[0, i].set_title(title(a, FIGURE) + ("\nlosses part at step " + f"{lp:.0f}" if math.isfinite(lp)
-                                                     else "\nlosses do not part"))
-            axes[1, i].set_xlabel("online SGD step")
-            if i == 0:
-                axes[0, i].set_ylabel("probe MSE vs teacher (Eq. 26)")
-                axes[1, i].set_ylabel("relative difference")
-        axes[0, 0].legend(loc="lower left", fontsize=font_size - 2)
-        axes[1, 0].legend(loc="lower right", fontsize=font_size - 2)
-        loss = cfg.get("loss", "mean")
-        fig.suptitle(f"{cfg['description']}: loss {loss} ({FORMULAS.get(loss, loss)}); mean $\\pm$ 1 std over "
-                     f"{run_ds[archs[0]].sizes['seed']} seeds", fontsize=font_size + 1)
-        plotting.save(fig, paths)

@@ -8,6 +8,7 @@ import torch
 
 import nqf
 from nqf.architectures import FourierMLP
+from nqf import fourier_training as ft
 from nqf.experiments import fourier_powerlaw as fp
 from nqf.lotka_volterra import logistic_solution
 from nqf.scaling import fit_power_law, power_law_test
@@ -72,9 +73,9 @@ def test_batched_trainer_equals_a_per_replica_loop(nonlinear):
     P, M, lr, steps = 6, 16, 0.3, 40
     data = fp.make_data(config(P=P, M=M, thetas=[0.0]))
     s = np.stack([np.arange(1, P + 1) ** -th for th in (0.0, 1.0) for _ in range(2)])
-    a0, W0 = fp.init_draws([0, 1, 0, 1], P, 0.5)
-    idx, w = fp.fold_even_grid(M)
-    model = fp.FourierReplicas(a0, W0, s, data["psi"].values[idx], w, nonlinear=nonlinear)
+    a0, W0 = ft.init_draws([0, 1, 0, 1], P, 0.5)
+    idx, w = ft.fold_even_grid(M)
+    model = ft.FourierReplicas(a0, W0, s, data["psi"].values[idx], w, nonlinear=nonlinear)
     train(model, np.repeat(data["y"].values[:, idx], 4, 0), lr=lr, steps=steps, n_record=5)
     ref = _reference_losses(data, a0, W0, s, lr, steps, nonlinear)
     assert np.max(np.abs(model.theta.detach().numpy() - ref)) < 1e-12
@@ -85,8 +86,8 @@ def test_raw_mlp_trainer_equals_torch_modules():
     H, M = 5, 16
     x = np.arange(M) / M
     y = np.sin(2 * math.pi * x)
-    p0 = fp.raw_init_draws([0, 1], H, 0.7)
-    model = fp.RawMLPReplicas(p0, x)
+    p0 = ft.raw_init_draws([0, 1], H, 0.7)
+    model = ft.RawMLPReplicas(p0, x)
     train(model, np.repeat(y[None], 2, 0), lr=0.2, steps=30, n_record=5)
     for i in range(2):
         net = torch.nn.Sequential(torch.nn.Linear(1, H), torch.nn.Tanh(), torch.nn.Linear(H, 1)).double()
@@ -115,7 +116,7 @@ def test_nqf_gd_follows_theorem6_with_first_order_error():
     data = fp.make_data(cfg)
     st = fp.structure(data, cfg)
     r, C = st["r"].values[0], np.diagonal(st["C"].values[0])
-    a0, W0 = fp.init_draws([0, 1], 8, 1e-2)
+    a0, W0 = ft.init_draws([0, 1], 8, 1e-2)
     zp0 = (a0 + W0) ** 2 / 2
     errors = {}
     for lr in (0.02, 0.01):

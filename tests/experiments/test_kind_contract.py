@@ -1,13 +1,14 @@
-"""Every registered experiment kind fulfils nqf.experiments.contract: its stage functions take
-the arguments the workflow passes, its STAGE_KEYS cover the five stages and name only keys its
-schema defines; and the checker does catch a kind that breaks the contract."""
+"""Every registered experiment kind fulfils nqf.experiments.contract: its stage functions (the
+figure's in its figure module nqf.experiments.figures.<kind>) take the arguments the workflow
+passes, its STAGE_KEYS cover the six stages and name only keys its schema defines; and the checker
+does catch a kind that breaks the contract."""
 import types
 
 import pytest
 
 from nqf.config import load_schema
-from nqf.experiments import KINDS
-from nqf.experiments.contract import STAGES, ExperimentKind, problems
+from nqf.experiments import KINDS, figure_module, figure_of
+from nqf.experiments.contract import STAGES, ExperimentKind, KindFigure, problems
 
 
 def schema_keys(kind: str) -> set[str]:
@@ -18,7 +19,15 @@ def schema_keys(kind: str) -> set[str]:
 def test_every_kind_conforms(kind):
     module = KINDS[kind]
     assert isinstance(module, ExperimentKind)
+    assert isinstance(figure_module(kind), KindFigure)
     assert problems(module, schema_keys(kind)) == []
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_figure_stage_lives_in_the_figure_module(kind):
+    assert figure_module(kind).__name__ == f"nqf.experiments.figures.{kind}"
+    assert figure_of({"kind": kind}) is figure_module(kind).figure
+    assert not hasattr(KINDS[kind], "figure"), "the figure stage belongs in the figure module"
 
 
 def _fake_kind(**changes) -> types.ModuleType:
@@ -30,7 +39,17 @@ def _fake_kind(**changes) -> types.ModuleType:
     module.train_run = lambda data, cfg, run, device="auto": None
     module.theory = lambda structure, cfg: None
     module.fit = lambda structure, theory, runs, cfg: None
+    return _changed(module, changes)
+
+
+def _fake_figures(**changes) -> types.ModuleType:
+    module = types.ModuleType("nqf.experiments.figures.fake")
     module.figure = lambda theory, fit, runs, cfg, paths, *, font_size=9, dpi=150: None
+    return _changed(module, changes)
+
+
+def _changed(module: types.ModuleType, changes: dict) -> types.ModuleType:
+    """``module`` with each name in ``changes`` set to its value, or removed where it is None."""
     for name, value in changes.items():
         if value is None:
             delattr(module, name)
@@ -40,21 +59,37 @@ def _fake_kind(**changes) -> types.ModuleType:
 
 
 def test_the_fake_kind_conforms():
-    assert problems(_fake_kind(), {"seeds"}) == []
+    assert problems(_fake_kind(), {"seeds"}, _fake_figures()) == []
 
 
 @pytest.mark.parametrize("changes, message", [
     ({"fit": None}, "lacks the stage function fit"),
     ({"theory": lambda structure: None}, "theory takes 1-1 positional arguments, the workflow passes 2"),
-    ({"figure": lambda theory, fit, runs, cfg, paths: None}, "lacks the keyword argument(s) font_size, dpi"),
     ({"STAGE_KEYS": {"data": (), "train": ()}}, "STAGE_KEYS has stages"),
     ({"STAGE_KEYS": {stage: ("seeds", "epz") for stage in STAGES}}, "names keys its schema does not define: ['epz']"),
     ({"run_config": lambda cfg: cfg}, "run_config (optional hook) takes 1-1 positional arguments"),
     ({"KIND": None}, "defines no KIND string"),
 ])
 def test_a_broken_kind_is_named(changes, message):
-    found = problems(_fake_kind(**changes), {"seeds"})
+    found = problems(_fake_kind(**changes), {"seeds"}, _fake_figures())
     assert any(message in p for p in found), found
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"figure": None}, "nqf.experiments.figures.fake lacks the stage function figure"),
+    ({"figure": lambda theory, fit, runs, cfg, paths: None},
+     "nqf.experiments.figures.fake.figure lacks the keyword argument(s) font_size, dpi"),
+    ({"figure": lambda theory, fit, runs, *, font_size, dpi: None},
+     "figure takes 3-3 positional arguments, the workflow passes 5"),
+])
+def test_a_broken_figure_module_is_named(changes, message):
+    found = problems(_fake_kind(), {"seeds"}, _fake_figures(**changes))
+    assert any(message in p for p in found), found
+
+
+def test_a_kind_without_a_figure_module_is_named():
+    found = problems(_fake_kind(), {"seeds"})  # there is no nqf.experiments.figures.fake
+    assert found == ["nqf.experiments.fake has no figure module nqf.experiments.figures.fake (its figure stage figure)"]
 
 
 # -- every stage reads only the keys it is handed ---------------------------------------------
@@ -100,8 +135,8 @@ def test_every_stage_reads_only_its_params(exp_id, tmp_path):
     theory = kind.theory(structure, E.stage_config(exp, "theory"))
     fit = kind.fit(structure, theory, runs, E.stage_config(exp, "fit"))
     assert fit.sizes.get("claim", 0) > 0, "the fit checked no claim"
-    kind.figure(theory, fit, runs, E.stage_config(exp, "figure"), [tmp_path / f"{exp_id}.png"],
-                font_size=8, dpi=50)
+    E.figure_of(exp)(theory, fit, runs, E.stage_config(exp, "figure"), [tmp_path / f"{exp_id}.png"],
+                     font_size=8, dpi=50)
     assert (tmp_path / f"{exp_id}.png").stat().st_size > 0
 
 

@@ -18,8 +18,10 @@ import torch
 
 from nqf.config import validate_config
 from nqf.datasets import load_digit_task, odd_even_targets
+from nqf.effective import effective_features, least_squares_nqf
 from nqf.experiments import real_data as rd
 from nqf.experiments import run_config, stage_config
+from nqf.experiments.fits import real_data as rd_fit
 
 ARCHS = ["mlp", "cnn", "qk_self_attention"]
 
@@ -122,8 +124,8 @@ def test_least_squares_floor_is_reached_by_unit_weights(data, arch):
     y = data["y_train"].values
     form = module.structure(x)
     f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x)[:, 0].numpy()
-    phi = rd.effective_features(form).numpy()
-    floor, e, _ = rd.least_squares_nqf(phi, y - f0, phi[:2], f0[:2])
+    phi = effective_features(form).numpy()
+    floor, e, _ = least_squares_nqf(phi, y - f0, phi[:2], f0[:2])
     n1, n2 = form.left.shape[-1], form.right.shape[-1]
     U, s, Vt = np.linalg.svd(e.reshape(n1, n2), full_matrices=False)
     W = torch.zeros(module.p, s.size, dtype=torch.float64)
@@ -170,13 +172,13 @@ def test_floor_step_and_parting_follow_their_definitions():
 
     loss = np.array([[1.0, 0.8, 0.5, 0.32, 0.31, 0.305]])
     run = xr.Dataset({"loss_nqf": (("seed", "step"), loss)}, coords={"step": [0, 1, 2, 4, 8, 16]})
-    assert rd.floor_step(run, 0.3, 0.05) == 4  # 0.32 - 0.3 = 0.02 <= 0.05 * 0.7 = 0.035
-    assert rd.floor_step(run, 0.3, 0.01) == 16
-    assert np.isnan(rd.floor_step(run, 0.3, 0.001))
+    assert rd_fit.floor_step(run, 0.3, 0.05) == 4  # 0.32 - 0.3 = 0.02 <= 0.05 * 0.7 = 0.035
+    assert rd_fit.floor_step(run, 0.3, 0.01) == 16
+    assert np.isnan(rd_fit.floor_step(run, 0.3, 0.001))
     steps = np.array([0, 1, 2, 4, 8, 16])
-    assert rd.first_lasting(steps, [0, 1, 0, 1, 1, 1], 3) == 4
-    assert rd.first_lasting(steps, [0, 1, 0, 1, 1, 1], 1) == 1
-    assert np.isnan(rd.first_lasting(steps, [1, 1, 0, 1, 1, 0], 3))
+    assert rd_fit.first_lasting(steps, [0, 1, 0, 1, 1, 1], 3) == 4
+    assert rd_fit.first_lasting(steps, [0, 1, 0, 1, 1, 1], 1) == 1
+    assert np.isnan(rd_fit.first_lasting(steps, [1, 1, 0, 1, 1, 0], 3))
 
 
 def test_run_config_reads_only_its_architecture():

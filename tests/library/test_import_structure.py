@@ -1,6 +1,7 @@
 """The package's import graph, read from the source (ast, nothing imported): no module of nqf
-imports itself back through others (function-level imports included), and no experiment kind
-imports another kind: shared code lives in the library or in nqf.experiments' helper modules."""
+imports itself back through others (function-level imports included), no experiment kind
+imports another kind (nor does a kind's figure module or fit companion): shared code lives in the
+library or in nqf.experiments' helper modules; and no kind imports figure code."""
 import ast
 from pathlib import Path
 
@@ -78,3 +79,21 @@ def test_no_kind_imports_another_kind():
     assert kinds <= set(graph), "every registered kind is a module of nqf.experiments"
     crossing = {k: sorted(graph[k] & (kinds - {k})) for k in kinds if graph[k] & (kinds - {k})}
     assert not crossing, f"kinds importing other kinds: {crossing}"
+
+
+def test_a_kinds_figure_and_fit_modules_import_no_other_kind():
+    graph = import_graph()
+    kinds = {f"nqf.experiments.{k}" for k in KINDS}
+    own = {f"nqf.experiments.{package}.{k}": f"nqf.experiments.{k}" for package in ("figures", "fits") for k in KINDS}
+    companions = {m: kind for m, kind in own.items() if m in graph}
+    assert {f"nqf.experiments.figures.{k}" for k in KINDS} <= set(companions), "every kind has a figure module"
+    crossing = {m: sorted(graph[m] & (kinds | set(own)) - {kind, f"nqf.experiments.fits.{kind.rpartition('.')[2]}"})
+                for m, kind in companions.items()}
+    assert not any(crossing.values()), f"figure or fit modules importing another kind: {crossing}"
+
+
+def test_no_kind_imports_figure_code():
+    graph = import_graph()
+    figures = {m for m in graph if m.startswith("nqf.experiments.figures")}
+    outside = {m: sorted(graph[m] & figures) for m in graph if m not in figures and graph[m] & figures}
+    assert not outside, f"modules outside nqf.experiments.figures importing figure code: {outside}"

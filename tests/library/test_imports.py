@@ -29,11 +29,23 @@ def test_light_jobs_import_no_torch():
     loaded = _modules_after(f"""
         import nqf, nqf.experiments, nqf.experiments.common, nqf.experiments.divergence, nqf.experiments.jobs
         import nqf.experiments.reproduction, nqf.netcdf
-        from nqf.experiments import KINDS, kind_of
+        from nqf.experiments import KINDS, figure_of, kind_of
         for kind in {TORCH_FREE_KINDS!r}:
             assert KINDS[kind].KIND == kind_of({{"kind": kind}}).KIND == kind
+            assert callable(figure_of({{"kind": kind}}))
         """)
     assert "torch" not in loaded
+
+
+def test_kind_and_figure_modules_import_no_matplotlib():
+    """matplotlib loads inside a figure stage (nqf.plotting), not when its module is imported: the
+    other jobs of a kind never pay for it."""
+    loaded = _modules_after(f"""
+        from nqf.experiments import KINDS, figure_module
+        for kind in {sorted(KINDS)!r}:
+            KINDS[kind], figure_module(kind)
+        """)
+    assert "matplotlib" not in loaded
 
 
 def test_every_kind_is_listed():

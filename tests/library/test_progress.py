@@ -5,6 +5,7 @@ import re
 import numpy as np
 import torch
 
+from nqf.approximation import train_online_side_by_side
 from nqf.deep import DeepMLP, train_deep_trio
 from nqf.experiments import teacher_student as ts
 from nqf.training import progress_message, train
@@ -61,10 +62,10 @@ def test_every_training_loop_logs_steps_loss_and_time_left(caplog):
     cfg = dict(architectures=["mlp"], sizes={"mlp": {"D": 4, "width": 5}}, teacher_std=1.0,
                teacher_fan_in=False, n_probe=8, data_seed=0)
     data = ts.make_data(cfg)
-    module = ts._module_for(data, "mlp", cfg["sizes"]["mlp"])
+    module = ts._module_for(data, "mlp", cfg["sizes"]["mlp"], cfg["data_seed"])
     W_star = torch.as_tensor(data["mlp_teacher_W"].values)
     W0 = 1e-3 * torch.randn(1, module.p, module.width, dtype=torch.float64, generator=g)
-    ts.train_online_side_by_side(module, W_star, W0, ts.probe_inputs(data, "mlp"), lr=0.05, steps=3,
-                                 batch_size=4, seeds=[0], threshold=0.05, progress_seconds=0.0)
+    train_online_side_by_side(module, W_star, W0, ts.probe_inputs(data, "mlp"), lr=0.05, steps=3,
+                              batch_size=4, seeds=[0], threshold=0.05, progress_seconds=0.0)
     _check(_progress_lines(caplog), 3)
     assert all("probe loss module" in m.string for m in _progress_lines(caplog))

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import csv
 
-from nqf.experiments import kind_of, merge_seed_blocks
+from nqf.experiments import figure_of, merge_seed_blocks
 from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
 from nqf.experiments.divergence import divergence_figure, diverged_runs
 from nqf.experiments.jobs import job
@@ -19,7 +19,7 @@ with job(snakemake.log[0], "figure"):  # noqa: F821
     if diverged_runs(runs):
         divergence_figure(runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
     else:
-        kind_of(cfg).figure(theory, fit, runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
+        figure_of(cfg)(theory, fit, runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
     with open(snakemake.output.claims, "w", newline="") as fh:  # noqa: F821
         writer = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
         writer.writeheader()

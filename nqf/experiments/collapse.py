@@ -246,7 +246,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     worst = np.nanmax(spread, axis=(1, 2))  # per eps
     for e in range(1, len(eps_list)):
         claims.append(Claim(f"spread of tau*_k across architectures shrinks: eps {eps_list[e]:.0e} vs {eps_list[e - 1]:.0e}",
-                            float(worst[e - 1]), float(worst[e]), np.nan, kind="at_most", checks="ours",
+                            float(worst[e - 1]), float(worst[e]), np.nan, comparison="at_most", checks="ours",
                             source="collapse: equal LV coefficients give one curve in tau = t / ln(1/eps)",
                             tolerance_source="bound: Theorem 8 puts the spread at |ln(c_k ratio)| / (r_k ln(1/eps)), "
                                              "so it must fall as eps does; no tolerance",
@@ -259,7 +259,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     for k in range(r_ref.size):
         claims.append(Claim(
             f"mode {k + 1}: |tau*_k - 1/r_k| at eps {eps_list[-1]:.0e}, all architectures", float(offset[k] + allowance[k]),
-            float(dev[k]), np.nan, kind="at_most", checks="theorem",
+            float(dev[k]), np.nan, comparison="at_most", checks="theorem",
             source="Theorem 8 (eps -> 0: t*_k / ln(1/eps) -> 1 / r_k)",
             tolerance_source=f"bound: Theorem 8's own finite-eps offset {offset[k]:.3g} (each seed's c_k) plus "
                              f"{factor:g} x the GD-vs-Theorem-8 budget at this eps in tau: {allowance[k]:.3g}",

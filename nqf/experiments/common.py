@@ -237,7 +237,7 @@ class Claim:
     relative: bool = True
     # "close": |measured - predicted| (relative unless relative=False) <= tolerance;
     # "at_most" / "at_least": measured <= / >= predicted (a bound; tolerance is not used).
-    kind: str = "close"
+    comparison: str = "close"
     checks: str = "ours"
     source: str = ""
     tolerance_source: str = ""
@@ -246,6 +246,8 @@ class Claim:
     def __post_init__(self):
         if self.checks not in CHECKS:
             raise ValueError(f"Claim.checks must be one of {', '.join(CHECKS)}; got {self.checks!r}.")
+        if self.comparison not in ("close", "at_most", "at_least"):
+            raise ValueError(f"Claim.comparison must be close, at_most or at_least; got {self.comparison!r}.")
 
     @property
     def rel_error(self) -> float:
@@ -257,9 +259,9 @@ class Claim:
 
     @property
     def passed(self) -> bool:
-        if self.kind == "at_most":
+        if self.comparison == "at_most":
             return bool(math.isfinite(self.measured) and self.measured <= self.predicted)
-        if self.kind == "at_least":
+        if self.comparison == "at_least":
             return bool(math.isfinite(self.measured) and self.measured >= self.predicted)
         err = self.rel_error
         return bool(math.isfinite(err) and err <= self.tolerance)
@@ -277,7 +279,7 @@ def claims_dataset(claims: list[Claim]) -> xr.Dataset:
             "claim_predicted": ("claim", np.array([c.predicted for c in claims], float)),
             "claim_measured": ("claim", np.array([c.measured for c in claims], float)),
             "claim_rel_error": ("claim", np.array([c.rel_error for c in claims], float)),
-            "claim_tolerance": ("claim", np.array([c.tolerance if c.kind == "close" else np.nan
+            "claim_tolerance": ("claim", np.array([c.tolerance if c.comparison == "close" else np.nan
                                                    for c in claims], float)),
             "claim_tolerance_source": text("tolerance_source"),
             "claim_passed": ("claim", np.array([c.passed for c in claims], bool)),

@@ -243,7 +243,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         g = gap[order, k]
         ratio = float(np.max(g[1:] / g[:-1])) if g.size > 1 else np.nan
         claims.append(Claim(f"mode {k + 1}: staircase gap shrinks as eps falls (max ratio of consecutive gaps)",
-                            1.0, ratio, np.nan, kind="at_most", checks="ours", source=SOURCE_STAIRCASE,
+                            1.0, ratio, np.nan, comparison="at_most", checks="ours", source=SOURCE_STAIRCASE,
                             tolerance_source="bound: the staircase is the eps -> 0 limit, so |t*_GLV / ln(1/eps) - "
                                              "tau*| must fall with eps (it is O(1/ln(1/eps))); no tolerance",
                             note=f"gap {g[0]:.3g} at eps {eps_list[order[0]]:.0e} -> {g[-1]:.3g} at {eps_list[order[-1]]:.0e}; O(1/ln(1/eps))"))
@@ -268,7 +268,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         z = run_ds[run_id(eps_min)]["z"].values[0, :, k]
         claims.append(Claim(f"mode {k + 1} suppressed: final z / peak z in GD at eps {eps_min:.0e}",
                             float(cfg["tolerances"]["suppressed_fraction"]), float(z[-1] / np.max(z)), np.nan,
-                            kind="at_most", checks="ours", source=SOURCE_STAIRCASE,
+                            comparison="at_most", checks="ours", source=SOURCE_STAIRCASE,
                             tolerance_source="bound: the staircase sends a suppressed mode to z = 0 (x_k falls at "
                                              "rate g_k < 0); tolerances.suppressed_fraction is the threshold",
                             note=f"staircase: ignites at tau {tau_star[k]:.3f}, suppressed at tau "

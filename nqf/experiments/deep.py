@@ -264,7 +264,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
             where = f"{a} {o}"
             if np.isnan(D[:, i, j]).any():
                 claims.append(Claim(f"{where}: the network escapes its plateau within the run", 1.0, 0.0, math.nan,
-                                    kind="at_least", checks="ours",
+                                    comparison="at_least", checks="ours",
                                     source="precondition of the comparison: the network's first descent lies within the run",
                                     tolerance_source="a yes/no precondition (no prediction, no budget)",
                                     note="MISS: the network's train loss never fell below "
@@ -300,7 +300,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                            f"{budget.tolerance:.3g}")
                 claims.append(Claim(
                     f"{where} {what}: D({name}) >= {ratio:g} D(2-layer NQF, var={small:g})",
-                    ratio * d2s, d, math.nan, kind="at_least", checks=checks, source=source, tolerance_source=bound,
+                    ratio * d2s, d, math.nan, comparison="at_least", checks=checks, source=source, tolerance_source=bound,
                     note=(f"ratio {d / max(d2s, 1e-300):.3g}" + (" (never escaped within the run, or diverged)" if d == np.finfo(float).max else "")
                           + outside
                           + ("" if ok else "; MISS: " + ("the 1-layer NQF's two factors escape the plateau on nearly the same clock as the network at this optimizer"

@@ -298,7 +298,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                 ok = dl >= ratio * d0
                 claims.append(Claim(
                     f"D({a} {o} sigma={scales[l]:g}) >= {ratio:g} D(sigma={scales[small]:g})",
-                    ratio * d0, dl, math.nan, kind="at_least", checks="paper", source=DEPARTS_SOURCE,
+                    ratio * d0, dl, math.nan, comparison="at_least", checks="paper", source=DEPARTS_SOURCE,
                     tolerance_source=(f"bound: 'visibly departs' read as at least departure_ratio ({ratio:g}) times the "
                                       f"sigma={scales[small]:g} D of the same architecture and optimizer (two deviations "
                                       f"measured on the same grid and seeds), so no error budget enters"),

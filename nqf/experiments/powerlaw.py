@@ -304,7 +304,7 @@ def exponent_claims(theory_ds: xr.Dataset, fit, shifted_gd: np.ndarray, shifted_
                                    checks="theorem", source=f"{theorem}: exact solution over a shifted window",
                                    note=note))
     claims.append(Claim(f"{what}: power_law_test on the seed-mean curve (1 = power law)", 1.0,
-                        float(fit.is_power_law), math.nan, kind="at_least", checks="ours",
+                        float(fit.is_power_law), math.nan, comparison="at_least", checks="ours",
                         source="the GD curve is a power law over the theory's window (nqf.scaling.power_law_test)",
                         tolerance_source="a yes/no verdict: power_law_test's thresholds define a power law "
                                          "(no prediction to compare with, so no error budget)",

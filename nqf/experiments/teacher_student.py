@@ -264,19 +264,19 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
         agree_ok = not np.isfinite(sustained[i]) or sustained[i] >= n_agree
         claims.append(Claim(
             f"{a}: loss curves agree through step {n_agree} (sustained loss parting step >= {n_agree})", n_agree,
-            steps[i] if np.isnan(sustained[i]) else sustained[i], math.nan, kind="at_least", checks="paper",
+            steps[i] if np.isnan(sustained[i]) else sustained[i], math.nan, comparison="at_least", checks="paper",
             source=PAPER_SOURCE, tolerance_source=bound,
             note=measured if agree_ok else f"MISS under this reading: the seed-mean losses stay more than {thr:g} apart "
                                            f"from step {sustained[i]:.0f}; " + measured))
         claims.append(Claim(
             f"{a}: then the loss curves part (sustained parting within the {steps[i]:.0f} steps)", steps[i],
-            sustained[i], math.nan, kind="at_most", checks="paper", source=PAPER_SOURCE,
+            sustained[i], math.nan, comparison="at_most", checks="paper", source=PAPER_SOURCE,
             tolerance_source=f"bound: the run's length; parting as defined for the previous row",
             note=measured if np.isfinite(sustained[i]) else "MISS: the loss curves never part within the run "
                                                             "(run longer, or see teacher_std); " + measured))
         claims.append(Claim(
             f"{a}: +-1 std seed bands overlap through step {n_agree} (band separation step >= {n_agree})", n_agree,
-            steps[i] if np.isnan(bands[i]) else bands[i], math.nan, kind="at_least", checks="paper",
+            steps[i] if np.isnan(bands[i]) else bands[i], math.nan, comparison="at_least", checks="paper",
             source=PAPER_SOURCE,
             tolerance_source=f"bound: the paper's {n_agree} steps; bands separate when |mean_NQF - mean_module| > "
                              f"std_NQF + std_module over seeds for {sustain} consecutive steps",
@@ -284,7 +284,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
         cv = std / mean if not never and mean > 0 else math.nan
         claims.append(Claim(
             f"{a}: output parting step std / mean over seeds <= {tol['parting_cv']:g}", tol["parting_cv"], cv, math.nan,
-            kind="at_most", checks="ours", source="the outputs part at a reproducible step (this project's measure)",
+            comparison="at_most", checks="ours", source="the outputs part at a reproducible step (this project's measure)",
             tolerance_source="bound from the config (tolerances.parting_cv); the seed scatter of an ignition time "
                              "is sqrt(psi'(d/2)) / (r t*) of it (SCIENCE.md 3), a few per cent here",
             note=measured if not never else "no output parting step to compare across seeds"))

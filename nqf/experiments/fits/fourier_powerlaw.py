@@ -169,7 +169,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                       f"(staircase {stair:.3f} vs asymptotic {asym:.3f})" if decades[j] < 1 else "")
         claims.append(Claim(
             f"theta = {theta:g}: the run reaches the end of the theory's fitting window", t_full, horizon, math.nan,
-            kind="at_least", checks="ours", source="the paper's window (its Fig. 5 fits) must lie inside the run",
+            comparison="at_least", checks="ours", source="the paper's window (its Fig. 5 fits) must lie inside the run",
             tolerance_source="bound: the window's end from Theorem 8 ignition times and the finite-P cutoff",
             note=(f"run reaches Eq. 26 time t = c lr steps = {horizon:.4g} (c lr = {flow:g})"
                   + (f": MISS under this reading, only modes up to {k_hi[j]} switch on before the run ends, so the "
@@ -189,7 +189,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             continue
         claims.append(Claim(
             f"theta = {theta:g}: the fitting window spans at least one decade of t", 1.0, float(decades[j]), math.nan,
-            kind="at_least", checks="ours", source="a power law is measured over at least one decade",
+            comparison="at_least", checks="ours", source="a power law is measured over at least one decade",
             tolerance_source="bound: one decade",
             note=win_note + sub_decade))
         for i, name in enumerate(models):
@@ -225,7 +225,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             shifted = ", ".join(f"{k}: {v:.3f}" for k, v in zip(SHIFTS, sens[i, j]) if np.isfinite(v))
             shift = out["max_window_shift"][i, j]
             claims.append(Claim(f"{base}: max exponent change with a window end shifted by 2x (<= CI half-width)", half,
-                                shift, math.nan, kind="at_most", checks="ours",
+                                shift, math.nan, comparison="at_most", checks="ours",
                                 source="the fitted exponent does not depend on the window's ends",
                                 tolerance_source="bound: the seed CI half-width",
                                 note=f"shifted windows {shifted} (ends outside the record or < 2x wide are skipped); "

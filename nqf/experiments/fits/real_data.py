@@ -109,14 +109,14 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
         claims.append(Claim(
             f"{a}: the pair is scored after the NQF has learned (its test accuracy at the scored step >= "
             f"the least-squares NQF's, less {factor:g} s.e.)", ls_acc - learned.tolerance, float(an[sel][-1]), math.nan,
-            kind="at_least", checks="ours",
+            comparison="at_least", checks="ours",
             source="no pair is scored at chance because its run stopped early",
             tolerance_source=f"bound: the least-squares NQF's test accuracy {ls_acc:.3f} less {learned.describe()}",
             note=note if float(an[sel][-1]) >= ls_acc - learned.tolerance else
             "MISS: the NQF has not learned yet at the scored step; run longer (steps): " + note))
         claims.append(Claim(
             f"{a}: the NQF's train loss stays at or above its least-squares floor", floor * (1 - 1e-5),
-            per["min_nqf_loss"][i], math.nan, kind="at_least", checks="ours",
+            per["min_nqf_loss"][i], math.nan, comparison="at_least", checks="ours",
             source="the NQF is linear in its effective matrix E(W), so least squares bounds its loss",
             tolerance_source=f"bound: the floor, less 1e-5 relative for {run.attrs.get('dtype', 'float')} rounding",
             note=note))

@@ -104,6 +104,13 @@ def _small_experiments() -> dict:
     from nqf.config import validate_config
 
     raw = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    # fewer seeds, bootstrap draws and eps values than the workflow test: the stages, not the
+    # claims, are under test here
+    shrink = {"featurewise_powerlaw": {"seeds": [0, 1], "n_boot": 20, "crossover_eps": [1.0e-2, 1.0e-5]},
+              "samplewise_powerlaw": {"seeds": [0, 1], "n_boot": 20},
+              "init_scaling": {"seeds": [0, 1, 2, 3]}, "competition": {"n_record": 60}}
+    for exp_id, over in shrink.items():
+        raw["experiments"][exp_id].update(over)
     raw["experiments"]["fourier_small"] = {"kind": "fourier_powerlaw", "P": 8, "M": 32, "thetas": [0.0],
                                            "seeds": [0], "steps": 1500, "loss": "half_sum", "n_record": 50, "raw_width": 4,
                                            "raw_seeds": [0], "raw_steps": 50}

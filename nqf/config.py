@@ -7,8 +7,16 @@ kinds are described once under ``$defs`` and referenced with ``$ref``; jsonschem
 when validating, and :func:`resolve` does for the defaults and the number coercion. Defaults from
 the schema are filled in, so downstream code sees every key.
 
+Before the schema, :mod:`nqf.config_values` bounds the config's size (an alias bomb is refused
+before anything walks it), copies it into a plain tree, and refuses non-finite numbers (NaN and
+inf pass every JSON-schema range check) and non-string keys anywhere, naming the key path;
+experiment ids are checked to the true end of the string (a JSON-schema ``$`` also matches
+before a trailing newline, and every ``pattern`` of the schema is checked that way too). Every
+message summarises a value (:func:`nqf.config_values.describe`) instead of printing it whole.
+
 Keys renamed for one vocabulary (``RENAMED``) are refused in their old spelling with one
-sentence naming the new one, before any other check.
+sentence naming the new one, before any other check. Config files are read by
+:mod:`nqf.config_files` (strict YAML or JSON, duplicate keys refused).
 """
 from __future__ import annotations
 
@@ -22,43 +30,38 @@ from typing import Any
 import jsonschema
 import yaml
 
+from nqf.config_files import load_workflow_config, merge_overrides, read_config_file
+from nqf.config_values import (ConfigError, check_keys, check_tree, check_values, describe, key_path,
+                               non_finite, plain_tree)
+
+__all__ = ["ConfigError", "RENAMED", "kind_names", "load_schema", "load_workflow_config", "load_yaml",
+           "merge_overrides", "read_config_file", "resolve", "validate_config"]
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
 # PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; accept exactly that spelling.
 _SCI_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
+# An experiment id names files and labels: checked with fullmatch, which has no trailing-newline hole.
+EXPERIMENT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key path and what is allowed."""
+_SCHEMAS: dict = {}
 
 
 def load_schema(path: str | Path | None = None) -> dict:
-    with open(path or SCHEMA_PATH) as fh:
-        return yaml.safe_load(fh)
+    """The config schema (a copy: callers may change it); parsed once per file version, since
+    parsing takes longer than validating a config."""
+    path = Path(path or SCHEMA_PATH)
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _SCHEMAS:
+        with open(path) as fh:
+            _SCHEMAS[key] = yaml.safe_load(fh)
+    return copy.deepcopy(_SCHEMAS[key])
 
 
 def load_yaml(path: str | Path) -> dict:
-    """Read a YAML config with safe_load only (nothing in a config is ever executed)."""
-    try:
-        with open(path) as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise ConfigError(f"Cannot read the config file {path}: {exc.strerror}.") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"The config file {path} is not valid YAML: {exc}.") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"The config file {path} must hold a mapping of keys to values.")
-    return data
-
-
-def merge_overrides(base: dict, overrides: Mapping) -> dict:
-    """``base`` with ``overrides`` applied recursively (nested mappings merge, values replace)."""
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = merge_overrides(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+    """Read a YAML (or JSON) config file strictly: nothing in it is executed, a key given twice
+    is refused (:func:`nqf.config_files.read_config_file`)."""
+    return read_config_file(path)
 
 
 # Old spelling -> (new key, what it holds): refused with the new name (one vocabulary, issue 15).
@@ -78,10 +81,10 @@ def _refuse_old_spellings(exp: Mapping, prefix: tuple) -> None:
     """One sentence for the first key of ``exp`` that uses a spelling renamed for one vocabulary."""
     for old, (new, what) in RENAMED.items():
         if old in exp:
-            raise ConfigError(f"Config key '{_key(prefix + (old,))}' was renamed: use '{new}' ({what}).")
+            raise ConfigError(f"Config key '{key_path(prefix + (old,))}' was renamed: use '{new}' ({what}).")
     seeds = exp.get("seeds")
     if isinstance(seeds, int) and not isinstance(seeds, bool):
-        raise ConfigError(f"Config key '{_key(prefix + ('seeds',))}' is a list of integer seeds now, not a "
+        raise ConfigError(f"Config key '{key_path(prefix + ('seeds',))}' is a list of integer seeds now, not a "
                           f"count: use seeds: {_seed_list(max(seeds, 0))} for the same {seeds} seeds.")
 
 
@@ -113,50 +116,106 @@ def kind_names(schema: Mapping) -> list[str]:
     return list(schema["properties"]["experiments"]["additionalProperties"]["properties"]["kind"]["enum"])
 
 
-def _key(path) -> str:
-    return ".".join(str(p) for p in path) or "<top level>"
+def _names(keys, path, allowed) -> str:
+    """'a.b.x' (did you mean 'y'?) for the first few unknown keys, and how many more."""
+    parts = []
+    for k in keys[:5]:
+        close = difflib.get_close_matches(k, allowed, n=1) if len(k) <= 64 else []
+        parts.append(f"'{key_path(path + (k,))}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+    return ", ".join(parts) + more
 
 
-def _describe(value: Any) -> str:
-    return f"{value!r} ({type(value).__name__})"
+def _wants_number(schema: Mapping) -> bool:
+    types = schema.get("type")
+    return bool({"number", "integer"} & set([types] if isinstance(types, str) else types or []))
+
+
+def _bounds(schema: Mapping) -> str:
+    words = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+    return " and ".join(f"{words[b]} {schema[b]}" for b in words if b in schema)
 
 
 def _message(error: jsonschema.ValidationError, prefix: tuple) -> str:
     path = prefix + tuple(error.absolute_path)
     v, schema, inst = error.validator, error.schema, error.instance
+    where = f"Config key '{key_path(path)}'"
     if v == "additionalProperties" and isinstance(inst, Mapping):
         allowed = sorted(schema.get("properties", {}))
         unknown = sorted(k for k in inst if k not in allowed)
-        parts = []
-        for k in unknown:
-            close = difflib.get_close_matches(str(k), allowed, n=1)
-            parts.append(f"'{_key(path + (k,))}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-        return (f"Unknown config key {', '.join(parts)}; the keys allowed there are: "
+        return (f"Unknown config key {_names(unknown, path, allowed)}; the keys allowed there are: "
                 f"{', '.join(allowed)}.")
     if "propertyNames" in error.schema_path and v == "not":
-        return (f"The name {inst!r} under '{_key(path)}' is reserved for another output; "
+        return (f"The name {describe(inst)} under '{key_path(path)}' is reserved for another output; "
                 f"choose another experiment id.")
     if "propertyNames" in error.schema_path:
-        return (f"The name {inst!r} under '{_key(path)}' is not allowed: names must start with a "
-                f"letter and use only letters, digits and '_' (at most 64 characters).")
-    if "x-expect" in schema and v in ("type", "pattern", "minimum", "enum"):
-        return f"Config key '{_key(path)}' must be {schema['x-expect']}; got {_describe(inst)}."
+        return (f"The name {describe(inst)} under '{key_path(path)}' is not allowed: names must start "
+                f"with a letter and use only letters, digits and '_' (at most 64 characters).")
+    if v == "type" and _wants_number(schema) and non_finite(inst):
+        what = "number" if "number" in str(schema["type"]) else "integer"
+        bounds = _bounds(schema)
+        return f"{where} must be a finite {what}{' ' + bounds if bounds else ''}; got {describe(inst)}."
+    if "x-expect" in schema and v in ("type", "pattern", "minimum", "maximum", "enum", "items"):
+        return f"{where} must be {schema['x-expect']}; got {describe(inst)}."
     if v == "type":
         want = schema["type"] if isinstance(schema["type"], str) else " or ".join(schema["type"])
-        return f"Config key '{_key(path)}' must be of type {want}; got {_describe(inst)}."
+        return f"{where} must be of type {want}; got {describe(inst)}."
     if v in ("enum", "const"):
         allowed = schema.get("enum", [schema.get("const")])
-        return (f"Config key '{_key(path)}' must be one of {', '.join(map(str, allowed))}; "
-                f"got {inst!r}.")
+        return f"{where} must be one of {', '.join(map(str, allowed))}; got {describe(inst)}."
     if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        words = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
-        bounds = [f"{words[b]} {schema[b]}" for b in words if b in schema]
-        return f"Config key '{_key(path)}' must be {' and '.join(bounds)}; got {inst!r}."
+        return f"{where} must be {_bounds(schema)}; got {describe(inst)}."
+    if v in ("minItems", "maxItems"):
+        lo, hi = schema.get("minItems"), schema.get("maxItems")
+        want = (f"{lo} to {hi} items" if lo is not None and hi is not None else
+                f"at least {lo} item{'s' * (lo != 1)}" if lo is not None else f"at most {hi} items")
+        return f"{where} must list {want}; got {len(inst)}: {describe(inst)}."
+    if v == "uniqueItems":
+        return f"{where} must list distinct values; got {describe(inst)}."
+    if v == "pattern":
+        return f"{where} must match {schema['pattern']}; got {describe(inst)}."
     if v == "required":
-        return f"Config key '{_key(path)}' is missing a required entry: {error.message}."
+        missing = [k for k in schema["required"] if isinstance(inst, Mapping) and k not in inst]
+        return f"{where} is missing the required key '{missing[0] if missing else schema['required'][0]}'."
     if v == "minProperties":
-        return f"Config key '{_key(path)}' must list at least {schema[v]} entry; it is empty."
-    return f"Config key '{_key(path)}' is invalid: {error.message}."
+        return f"{where} must list at least {schema[v]} entry; it is empty."
+    message = " ".join(error.message.split())
+    return f"{where} is invalid: {message if len(message) <= 200 else message[:200] + '...'}."
+
+
+def _pattern(validator, pattern, instance, schema):
+    """JSON-schema ``pattern`` with '$' meaning the true end: Python's re.search lets '$' match
+    before a final newline, so 'a\\n' would pass '^[a-z]+$' and name a file with a newline."""
+    if not validator.is_type(instance, "string"):
+        return
+    match = re.search(pattern, instance)
+    if match is None or (pattern.endswith("$") and match.end() != len(instance)):
+        yield jsonschema.ValidationError(f"{describe(instance)} does not match {pattern!r}")
+
+
+_VALIDATORS: dict = {}
+
+
+def _finite_type(base_type):
+    """JSON-schema ``type`` that also refuses NaN, +-inf and integers beyond the float range where a
+    number is expected (NaN passes every range check, inf every one-sided one)."""
+    def check(validator, types, instance, schema):
+        yield from base_type(validator, types, instance, schema)
+        wanted = [types] if isinstance(types, str) else types
+        if ({"number", "integer"} & set(wanted) and not isinstance(instance, (str, bool))
+                and non_finite(instance)):
+            yield jsonschema.ValidationError(f"{describe(instance)} is not a finite number")
+    return check
+
+
+def _validator(root: Mapping):
+    """The schema's validator class (by its $schema) with the true-end ``pattern`` and the finite
+    ``type``."""
+    base = jsonschema.validators.validator_for(root)
+    if base not in _VALIDATORS:
+        _VALIDATORS[base] = jsonschema.validators.extend(
+            base, {"pattern": _pattern, "type": _finite_type(base.VALIDATORS["type"])})
+    return _VALIDATORS[base]
 
 
 def _coerce_numbers(value: Any, schema: Mapping, root: Mapping) -> Any:
@@ -186,12 +245,23 @@ def _fill_defaults(value: Any, schema: Mapping, root: Mapping) -> Any:
 
 
 def _check(instance: Any, schema: Mapping, prefix: tuple, root: Mapping) -> None:
-    validator_cls = jsonschema.validators.validator_for(root)
-    validator = validator_cls({**schema, "$defs": root.get("$defs", {})})
-    errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), e.path))
+    validator = _validator(root)({**schema, "$defs": root.get("$defs", {})})
+    errors = sorted(validator.iter_errors(instance),
+                    key=lambda e: (len(e.absolute_path), [str(p) for p in e.path]))
     if errors:
         best = jsonschema.exceptions.best_match(errors)
         raise ConfigError(_message(best, prefix))
+
+
+def _check_experiment_ids(experiments: Any) -> None:
+    """Every id a string of letters, digits and '_' to its very end (ids name output files)."""
+    if not isinstance(experiments, Mapping):
+        return  # the schema names the wrong type
+    for exp_id in experiments:
+        if not isinstance(exp_id, str) or not EXPERIMENT_ID.fullmatch(exp_id):
+            raise ConfigError(
+                f"The name {describe(exp_id)} under 'experiments' is not allowed: names must start "
+                f"with a letter and use only letters, digits and '_' (at most 64 characters).")
 
 
 def validate_config(config: Mapping[str, Any], schema: Mapping | None = None) -> dict:
@@ -200,17 +270,24 @@ def validate_config(config: Mapping[str, Any], schema: Mapping | None = None) ->
     Raises :class:`ConfigError` with one sentence naming the key path and the allowed values.
     """
     schema = schema or load_schema()
-    cfg = copy.deepcopy(dict(config))
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"The config must be a mapping of keys to values; got {describe(config)}.")
+    check_tree(config)  # before anything walks it whole: an alias bomb stops here
+    cfg = plain_tree(config)  # no part shared by two keys (YAML aliases), nothing shared with the caller
+    check_keys(cfg)
+    _check_experiment_ids(cfg.get("experiments"))
     top = {k: v for k, v in schema.items() if k != "$defs"}
     cfg = _coerce_numbers(cfg, top, schema)
     _check(cfg, top, (), schema)
     cfg = _fill_defaults(cfg, top, schema)
     kinds = schema.get("$defs", {})
     for exp_id, exp in cfg["experiments"].items():
-        _refuse_old_spellings(exp, ("experiments", exp_id))
+        prefix = ("experiments", exp_id)
+        _refuse_old_spellings(exp, prefix)
         sub = kinds[exp["kind"]]
         exp = _coerce_numbers(exp, sub, schema)
-        _check(exp, sub, ("experiments", exp_id), schema)
+        _check(exp, sub, prefix, schema)
         exp = _fill_defaults(exp, sub, schema)
         cfg["experiments"][exp_id] = exp
+    check_values(cfg)  # no NaN or inf where the schema has no type either
     return cfg

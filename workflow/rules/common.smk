@@ -1,18 +1,24 @@
 # Config validation and the helpers every rule uses. Validation runs when the Snakefile is
 # parsed, so a bad config stops snakemake before any job starts.
+#
+# Snakemake has already read every --configfile into `config` (keeping the last of two equal keys,
+# evaluating a YTE template): nqf reads those files again itself, strictly (nqf.config_files), with
+# the --config overrides on top, and uses only that reading. A config file is code to Snakemake
+# (README, "Security"): run only configs you trust.
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from nqf import experiments as nqf_experiments
-from nqf.config import ConfigError, load_yaml, merge_overrides, validate_config
+from nqf.config import ConfigError, load_workflow_config, validate_config
 
 DEFAULT_CONFIG = Path(workflow.basedir) / "config" / "config.yaml"
 
 try:
-    if "experiments" not in config:  # no --configfile: the default, with --config overrides
-        config.update(merge_overrides(load_yaml(DEFAULT_CONFIG), dict(config)))
-    _validated = validate_config(config)
+    _raw = load_workflow_config(workflow.config_settings.configfiles,  # --configfile, in order
+                                workflow.config_settings.config,  # --config key=value, parsed
+                                DEFAULT_CONFIG)
+    _validated = validate_config(_raw)
     nqf_experiments.check_config(_validated)
 except ConfigError as _exc:
     raise WorkflowError(f"Invalid configuration: {_exc}") from None

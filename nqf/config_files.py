@@ -1,0 +1,181 @@
+"""Reading config files strictly: what nqf runs is exactly what the file says, once.
+
+Snakemake reads a ``--configfile`` itself before the Snakefile runs (JSON first, else YAML; a
+YAML file with ``__use_yte__: true`` is a YTE template whose Python expressions it evaluates)
+and keeps the last of two equal keys. So the workflow does not use Snakemake's ``config``:
+:func:`load_workflow_config` reads each config file again with :func:`read_config_file` and
+applies the ``--config`` overrides on top. That reader refuses, in one sentence each: a key
+given twice in one mapping (YAML: file and line; JSON: the key path), a YTE template, a file
+that is not UTF-8, empty, larger than ``MAX_BYTES``, not a mapping, or that expands past
+``nqf.config_values.MAX_NODES`` values (an alias bomb). YAML is read with a SafeLoader subclass
+(no tag can build a Python object, nothing is executed); nqf cannot stop what Snakemake
+evaluates before it (see the README's security note).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nqf.config_values import ConfigError, check_tree, key_path, plain_tree
+
+MAX_BYTES = 4 * 2**20  # the largest config the schema allows (100000 seeds) is about 0.7 MB
+YTE_KEY = "__use_yte__"
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, first: int, second: int):
+        super().__init__(key, first, second)
+        self.key, self.lines = key, (first, second)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader that refuses a key written twice in one mapping (merge keys '<<' may
+    still be overridden, as YAML intends)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: SafeLoader's own error names it
+                    break
+                line = key_node.start_mark.line + 1
+                if first is not None:
+                    raise _DuplicateKey(key, first, line)
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line from a PyYAML error: its problem and where (PyYAML's own text spans lines)."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
+
+
+def _read_yaml(text: str, path) -> Any:
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    except _DuplicateKey as exc:
+        raise ConfigError(f"The config file {path} gives the key '{key_path((exc.key,))}' twice in one "
+                          f"mapping (lines {exc.lines[0]} and {exc.lines[1]}); each key may appear "
+                          f"once.") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"The config file {path} is not valid YAML: {_yaml_problem(exc)}.") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ConfigError(f"The config file {path} holds a value nqf cannot read: "
+                          f"{' '.join(str(exc).split())[:120]}.") from None
+    finally:
+        loader.dispose()
+
+
+def _read_json(text: str, path) -> tuple[bool, Any]:
+    """(True, data) when ``text`` is JSON (Snakemake tries JSON first, so does nqf), else (False, None)."""
+    duplicated: dict[int, str] = {}
+
+    def pairs(items):
+        out = {}
+        for k, v in items:
+            if k in out and id(out) not in duplicated:
+                duplicated[id(out)] = k
+            out[k] = v
+        return out
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs)
+    except ValueError:  # not JSON: read as YAML
+        return False, None
+    if duplicated:
+        raise ConfigError(f"Config key '{key_path(_find(data, duplicated))}' is given twice in one "
+                          f"mapping of the JSON config file {path}; each key may appear once.")
+    return True, data
+
+
+def _find(data: Any, duplicated: Mapping[int, str], path: tuple = ()) -> tuple:
+    """The key path of the first mapping in ``data`` that had a key twice (JSON has no aliases:
+    ``data`` is a tree)."""
+    if isinstance(data, dict):
+        if id(data) in duplicated:
+            return path + (duplicated[id(data)],)
+        children = data.items()
+    elif isinstance(data, list):
+        children = enumerate(data)
+    else:
+        return ()
+    for k, child in children:
+        found = _find(child, duplicated, path + (k,))
+        if found:
+            return found
+    return ()
+
+
+def read_config_file(path: str | Path) -> dict:
+    """The mapping in the JSON or YAML config file ``path``, read strictly (module docstring)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"Cannot read the config file {path}: {exc.strerror}.") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"The config file {path} is larger than {MAX_BYTES // 2**20} MB; a config "
+                          f"is a short list of settings (the largest the schema allows is under 1 MB).")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"The config file {path} is not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                          f"offset {exc.start}); save it as UTF-8.") from None
+    text = text.removeprefix("\ufeff")
+    try:
+        is_json, data = _read_json(text, path)
+        if not is_json:
+            data = _read_yaml(text, path)
+    except RecursionError:
+        raise ConfigError(f"The config file {path} is nested too deeply to be a config.") from None
+    if data is None:
+        raise ConfigError(f"The config file {path} is empty; it must hold a mapping of keys to "
+                          f"values (at least 'experiments:').")
+    if not isinstance(data, dict):
+        raise ConfigError(f"The config file {path} must hold a mapping of keys to values; it holds "
+                          f"a {type(data).__name__}.")
+    if YTE_KEY in data:
+        raise ConfigError(
+            f"The config file {path} is a YTE template ({YTE_KEY}): Snakemake evaluates its Python "
+            f"expressions when it reads the file, before nqf can refuse it, and nqf runs only plain "
+            f"YAML or JSON configs, so write the values out and remove {YTE_KEY}.")
+    check_tree(data, f"The config file {path}")
+    return plain_tree(data)
+
+
+def merge_overrides(base: Mapping, overrides: Mapping) -> dict:
+    """``base`` with ``overrides`` applied recursively (nested mappings merge, values replace), as
+    Snakemake merges config files and ``--config``; neither input is changed."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_overrides(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_workflow_config(configfiles: Iterable[str | Path], overrides: Mapping, default: str | Path) -> dict:
+    """The raw config of a workflow run: the ``--configfile`` files (read by nqf, in order, each
+    merged over the last) or, when none lists ``experiments``, the default file under them, with
+    the ``--config`` overrides on top. Validate it with :func:`nqf.config.validate_config`."""
+    raw: dict = {}
+    for path in configfiles:
+        raw = merge_overrides(raw, read_config_file(path))
+    raw = merge_overrides(raw, overrides)
+    if "experiments" not in raw:
+        raw = merge_overrides(read_config_file(default), raw)
+    return raw

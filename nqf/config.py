@@ -249,7 +249,9 @@ def _check(instance: Any, schema: Mapping, prefix: tuple, root: Mapping) -> None
     errors = sorted(validator.iter_errors(instance),
                     key=lambda e: (len(e.absolute_path), [str(p) for p in e.path]))
     if errors:
-        best = jsonschema.exceptions.best_match(errors)
+        # a non-finite number gets the same sentence whatever range check it also failed
+        finite = [e for e in errors if e.validator == "type" and _wants_number(e.schema) and non_finite(e.instance)]
+        best = finite[0] if finite else jsonschema.exceptions.best_match(errors)
         raise ConfigError(_message(best, prefix))
 
 

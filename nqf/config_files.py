@@ -14,15 +14,17 @@ evaluates before it (see the README's security note).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from nqf.config_values import ConfigError, check_tree, key_path, plain_tree
+import nqf.config_values
+from nqf.config_values import ConfigError, check_tree, key_path, plain_tree, too_big
 
-MAX_BYTES = 4 * 2**20  # the largest config the schema allows (100000 seeds) is about 0.7 MB
+MAX_BYTES = 2 * 2**20  # a config with the longest list the schema allows (100000 seeds) is 0.7 MB
 YTE_KEY = "__use_yte__"
 
 
@@ -32,8 +34,13 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.lines = key, (first, second)
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader that refuses a key written twice in one mapping (merge keys '<<' may
+# libyaml's parser where PyYAML has it (the pure-Python one takes seconds per MB); either way the
+# constructor is SafeConstructor, which builds only plain values.
+_SafeBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeBase):
+    """PyYAML's safe loader that refuses a key written twice in one mapping (merge keys '<<' may
     still be overridden, as YAML intends)."""
 
     def construct_mapping(self, node, deep=False):
@@ -56,22 +63,75 @@ class _StrictLoader(yaml.SafeLoader):
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     """One line from a PyYAML error: its problem and where (PyYAML's own text spans lines)."""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context, problem = getattr(exc, "context", None), getattr(exc, "problem", None)
+    problem = (f"{context}, {problem}" if context and problem else problem or str(exc).splitlines()[0])
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     return " ".join(f"{problem}{where}".split())
 
 
+MAX_FLOW_DEPTH = 100  # PyYAML's scanner takes time quadratic in the depth of '[' and '{' nesting
+
+
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of '[' and '{' (counted in strings too: an upper bound that a config
+    reaches only by nesting)."""
+    depth = deepest = 0
+    for match in re.finditer(r"[\[\]{}]", text):
+        depth = depth + 1 if match.group() in "[{" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+        if deepest > MAX_FLOW_DEPTH:
+            break
+    return deepest
+
+
+def _node_count(root: yaml.Node, path) -> int:
+    """Nodes of a composed YAML document with every alias expanded, at most MAX_NODES + 1: counted
+    before PyYAML's (pure-Python) constructor runs, each distinct node once."""
+    limit = nqf.config_values.MAX_NODES  # read at call time (a test lowers it)
+    counts: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def count(node: yaml.Node) -> int:
+        if isinstance(node, yaml.ScalarNode):
+            return 1
+        if id(node) in counts:
+            return counts[id(node)]
+        if id(node) in open_:
+            raise ConfigError(f"The config file {path} has a YAML alias inside its own anchor (line "
+                              f"{node.start_mark.line + 1}); a config must be a finite tree of values.")
+        open_.add(id(node))
+        total = 1
+        children = (c for pair in node.value for c in pair) if isinstance(node, yaml.MappingNode) else node.value
+        for child in children:
+            total += count(child)
+            if total > limit:
+                break
+        open_.discard(id(node))
+        counts[id(node)] = min(total, limit + 1)
+        return counts[id(node)]
+
+    return count(root)
+
+
 def _read_yaml(text: str, path) -> Any:
+    if _flow_depth(text) > MAX_FLOW_DEPTH:
+        raise ConfigError(f"The config file {path} is nested too deeply to be a config (more than "
+                          f"{MAX_FLOW_DEPTH} levels of '[' or '{{').")
     loader = _StrictLoader(text)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is not None and _node_count(node, path) > nqf.config_values.MAX_NODES:
+            raise too_big(f"The config file {path}")
+        return None if node is None else loader.construct_document(node)
     except _DuplicateKey as exc:
         raise ConfigError(f"The config file {path} gives the key '{key_path((exc.key,))}' twice in one "
                           f"mapping (lines {exc.lines[0]} and {exc.lines[1]}); each key may appear "
                           f"once.") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"The config file {path} is not valid YAML: {_yaml_problem(exc)}.") from None
+    except ConfigError:
+        raise
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise ConfigError(f"The config file {path} holds a value nqf cannot read: "
                           f"{' '.join(str(exc).split())[:120]}.") from None

@@ -20,9 +20,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 # Nodes (mappings, lists and scalars) of a config counted with every alias expanded. The largest
-# list the schema allows has 100000 items (init_scaling's seeds); a config of a few such lists
-# stays far below this, an alias bomb far above.
-MAX_NODES = 1_000_000
+# list the schema allows has 100000 items (init_scaling's seeds; validating it takes seconds, as
+# jsonschema resolves each item's $ref); an alias bomb is far above, and so is any config whose
+# validation alone would take minutes.
+MAX_NODES = 250_000
 DESCRIBE_CHARS = 80
 _KEY_CHARS = 64
 _FLOAT_MAX = sys.float_info.max
@@ -85,11 +86,12 @@ def describe(value: Any) -> str:
     return f"{text} ({kind})"
 
 
-def expanded_size(value: Any, limit: int = MAX_NODES) -> int:
+def expanded_size(value: Any, limit: int | None = None) -> int:
     """Nodes of ``value`` counted with every shared part expanded, at most ``limit + 1`` (then it
     stops). Each distinct container is visited once (its size is remembered), so a structure
     that shares its parts is measured in time linear in its distinct objects. A structure that
     contains itself raises :class:`ConfigError`."""
+    limit = MAX_NODES if limit is None else limit
     sizes: dict[int, int] = {}
     open_: set[int] = set()
 
@@ -123,8 +125,12 @@ def check_tree(value: Any, source: str = "The config") -> None:
     except RecursionError:
         raise ConfigError(f"{source} is nested too deeply to be a config.") from None
     if n > MAX_NODES:
-        raise ConfigError(f"{source} holds more than {MAX_NODES:,} values once its YAML aliases "
-                          f"are expanded (an alias bomb?); a config must stay below that.")
+        raise too_big(source)
+
+
+def too_big(source: str) -> ConfigError:
+    return ConfigError(f"{source} holds more than {MAX_NODES:,} values once its YAML aliases are "
+                       f"expanded (an alias bomb?); a config must stay below that.")
 
 
 def plain_tree(value: Any) -> Any:

@@ -1,0 +1,249 @@
+"""Reading config files (nqf.config_files): what the workflow runs is what the file says, once.
+
+Duplicate keys (YAML: file and lines; JSON: key path), a YTE template, an alias bomb, an empty,
+huge, non-UTF-8 or non-mapping file are each refused in one sentence; the workflow's config is
+nqf's own reading of every --configfile with the --config overrides on top."""
+import json
+import time
+import tracemalloc
+
+import pytest
+
+from nqf.config import ConfigError, load_workflow_config, load_yaml, validate_config
+from nqf.config_files import MAX_BYTES, read_config_file
+from nqf.config_values import MAX_NODES
+
+from helpers import ROOT
+
+
+def refused(tmp_path, text, name="c.yaml", mode="w") -> str:
+    path = tmp_path / name
+    if mode == "wb":
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        validate_config(read_config_file(path))
+    msg = str(info.value)
+    assert msg.count("\n") == 0 and len(msg) < 400, msg  # one sentence, a value summarised
+    return msg
+
+
+@pytest.mark.parametrize("text, words", [
+    ("experiments:\n  f:\n    kind: featurewise\n    eps: 1.0e-3\n    kind: samplewise\n",
+     ["key 'kind' twice", "lines 3 and 5"]),
+    ("device: cpu\nexperiments:\n  f: {kind: featurewise}\ndevice: auto\n", ["key 'device' twice", "lines 1 and 4"]),
+    ("experiments:\n  f: {kind: featurewise}\n  f: {kind: collapse}\n", ["key 'f' twice", "lines 2 and 3"]),
+    ("experiments:\n  f:\n    kind: featurewise\n    tolerances: {safety_factor: 2, safety_factor: 9}\n",
+     ["key 'safety_factor' twice", "lines 4 and 4"]),
+    ("experiments:\n  f:\n    kind: featurewise\n    eps: 1.0e-3\n    'eps': 2.0e-3\n", ["key 'eps' twice"]),
+])
+def test_duplicate_yaml_keys_are_refused_with_the_file_and_lines(tmp_path, text, words):
+    msg = refused(tmp_path, text)
+    assert str(tmp_path / "c.yaml") in msg and all(w in msg for w in words), msg
+
+
+def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("base: &b {kind: featurewise, eps: 1.0e-3}\n"
+                    "experiments:\n  f:\n    <<: *b\n    eps: 2.0e-3\n")
+    assert read_config_file(path)["experiments"]["f"] == {"kind": "featurewise", "eps": 2.0e-3}
+
+
+@pytest.mark.parametrize("data, key", [
+    ('{"experiments": {"f": {"kind": "featurewise", "eps": 0.001, "eps": 0.002}}}', "experiments.f.eps"),
+    ('{"device": "cpu", "device": "cuda", "experiments": {"f": {"kind": "featurewise"}}}', "device"),
+    ('{"experiments": {"f": {"kind": "featurewise"}, "f": {"kind": "collapse"}}}', "experiments.f"),
+])
+def test_duplicate_json_keys_are_refused_with_the_key_path(tmp_path, data, key):
+    msg = refused(tmp_path, data, name="c.json")
+    assert msg.startswith(f"Config key '{key}' is given twice") and "JSON config file" in msg, msg
+
+
+@pytest.mark.parametrize("text, key, got", [
+    ("experiments:\n  f: {kind: featurewise, eps: .nan}\n", "experiments.f.eps", "nan"),
+    ("experiments:\n  f: {kind: featurewise, eps: .NaN}\n", "experiments.f.eps", "nan"),
+    ("experiments:\n  f: {kind: featurewise, lr: .inf}\n", "experiments.f.lr", "inf"),
+    ("experiments:\n  f: {kind: featurewise, r: [1.0, -.inf]}\n", "experiments.f.r.1", "-inf"),
+    ("experiments:\n  f: {kind: featurewise, eps: 1e999}\n", "experiments.f.eps", "inf"),  # a YAML 1.1 string
+    ("experiments:\n  f: {kind: featurewise, eps: 1.0e+999}\n", "experiments.f.eps", "inf"),  # a YAML float
+    ("experiments:\n  f: {kind: featurewise, tolerances: {safety_factor: .inf}}\n",
+     "experiments.f.tolerances.safety_factor", "inf"),
+    ("figures: {font_size: .nan}\nexperiments:\n  f: {kind: featurewise}\n", "figures.font_size", "nan"),
+    ('{"experiments": {"f": {"kind": "featurewise", "eps": NaN}}}', "experiments.f.eps", "nan"),
+    ('{"experiments": {"f": {"kind": "collapse", "eps": [0.001, Infinity]}}}', "experiments.f.eps.1", "inf"),
+    ('{"figures": {"dpi": -Infinity}, "experiments": {"f": {"kind": "featurewise"}}}', "figures.dpi", "-inf"),
+])
+def test_nan_and_inf_in_a_file_are_refused_naming_the_key(tmp_path, text, key, got):
+    msg = refused(tmp_path, text, name="c.json" if text.startswith("{") else "c.yaml")
+    assert msg.startswith(f"Config key '{key}' must be a finite ") and f"got {got} (float)" in msg, msg
+
+
+@pytest.mark.parametrize("content, words", [
+    ("", "is empty"),
+    ("# only a comment\n", "is empty"),
+    ("- a\n- b\n", "must hold a mapping of keys to values; it holds a list"),
+    ("just text\n", "it holds a str"),
+    ("experiments: [\n", "is not valid YAML"),
+    ("a: 1\n---\nb: 2\n", "is not valid YAML: expected a single document"),
+    ("experiments: !!python/object/apply:os.system ['echo pwned']\n", "is not valid YAML"),
+    ("experiments: !!python/name:os.system\n", "is not valid YAML"),
+    ("? [a, b]\n: 1\n", "is not valid YAML"),  # an unhashable key
+    ("x: " + "9" * 5000 + "\n", "holds a value nqf cannot read"),  # past Python's int-string limit
+    ("x: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ("".join(" " * i + "a:\n" for i in range(1500)), "is not valid YAML"),  # libyaml's depth limit
+    ("[" * 10**5 + "]" * 10**5, "nested too deeply"),  # JSON
+    ("__use_yte__: true\nexperiments:\n  f: {kind: featurewise}\n", "is a YTE template"),
+    ('{"__use_yte__": false, "experiments": {}}', "is a YTE template"),
+])
+def test_files_that_are_no_config_are_refused_in_one_sentence(tmp_path, content, words):
+    path = tmp_path / "c.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        read_config_file(path)
+    msg = str(info.value)
+    assert words in msg and str(path) in msg and msg.count("\n") == 0, msg
+
+
+def test_a_non_utf8_file_is_refused_naming_the_byte(tmp_path):
+    msg = refused(tmp_path, b"experiments:\n  f: {kind: featurewise, description: caf\xe9}\n", mode="wb")
+    assert "is not UTF-8 text (byte 0xe9 at offset 54)" in msg
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_bytes("\ufeffexperiments:\n  f: {kind: featurewise}\n".encode("utf-8"))
+    assert validate_config(read_config_file(path))["experiments"]["f"]["kind"] == "featurewise"
+
+
+def test_a_huge_file_is_refused_before_it_is_parsed(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("experiments:\n  f: {kind: featurewise}\ndescription: '" + "x" * MAX_BYTES + "'\n")
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"is larger than 2 MB"):
+        read_config_file(path)
+    assert time.perf_counter() - t0 < 0.5
+
+
+def test_a_missing_file_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"Cannot read the config file .*nope.yaml: No such file"):
+        read_config_file(tmp_path / "nope.yaml")
+
+
+def bomb(levels=9, width=9, mapping=False) -> str:
+    """The 'billion laughs': each level lists the previous one ``width`` times, by alias."""
+    def level(i, item):
+        if mapping:
+            return "{" + ", ".join(f"k{j}: {item}" for j in range(width)) + "}"
+        return "[" + ", ".join([item] * width) + "]"
+    lines = [f"l0: &l0 {level(0, 'lol')}"]
+    lines += [f"l{i}: &l{i} {level(i, f'*l{i - 1}')}" for i in range(1, levels)]
+    return "\n".join(lines) + f"\nexperiments:\n  f:\n    kind: featurewise\n    description: *l{levels - 1}\n"
+
+
+@pytest.mark.parametrize("mapping", [False, True], ids=["lists", "mappings"])
+def test_an_alias_bomb_is_refused_fast_in_little_memory(tmp_path, mapping):
+    """9 levels of 9 aliases: 9^9 = 387 million values in under 1 kB of YAML."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(bomb(mapping=mapping))
+    assert path.stat().st_size < 1000
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ConfigError) as info:
+            read_config_file(path)
+        seconds = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"holds more than {MAX_NODES:,} values once its YAML aliases are expanded" in str(info.value)
+    assert seconds < 1.0 and peak < 20e6, (seconds, peak)
+
+
+def test_an_alias_bomb_read_by_snakemake_is_refused_by_validation(tmp_path):
+    """Snakemake's own reader builds the shared structure (a list bomb is cheap for it);
+    validate_config refuses it before deepcopy, repr or jsonschema could walk it whole."""
+    from snakemake.common.configfile import load_configfile
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(bomb())
+    config = load_configfile(str(path))
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ConfigError, match="once its YAML aliases are expanded"):
+            validate_config(config)
+        seconds = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seconds < 1.0 and peak < 20e6, (seconds, peak)
+
+
+def test_a_yaml_structure_that_contains_itself_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("experiments:\n  f: {kind: featurewise, r: &r [1.0, *r]}\n")
+    with pytest.raises(ConfigError, match=r"c.yaml has a YAML alias inside its own anchor \(line 2\)"):
+        read_config_file(path)
+    r = [1.0]
+    r.append(r)  # as Snakemake's own reader builds it
+    with pytest.raises(ConfigError, match=r"Config key 'experiments.f.r.1' contains itself"):
+        validate_config({"experiments": {"f": {"kind": "featurewise", "r": r}}})
+
+
+def test_a_config_with_too_many_values_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """The bound counts YAML nodes before PyYAML's constructor runs (and plain values after)."""
+    monkeypatch.setattr("nqf.config_values.MAX_NODES", 1000)
+    path = tmp_path / "c.yaml"
+    path.write_text("experiments:\n  f: {kind: featurewise}\nr: [" + "1, " * 1000 + "]\n")
+    with pytest.raises(ConfigError, match=r"c.yaml holds more than 1,000 values"):
+        read_config_file(path)
+    with pytest.raises(ConfigError, match=r"^The config holds more than 1,000 values"):
+        validate_config({"experiments": {"f": {"kind": "featurewise", "r": [1.0] * 1000}}})
+
+
+def test_a_few_aliases_are_fine_and_no_part_stays_shared(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("experiments:\n  a: {kind: featurewise, r: &r [1.0, 0.5]}\n  b: {kind: featurewise, r: *r}\n")
+    cfg = validate_config(read_config_file(path))["experiments"]
+    assert cfg["a"]["r"] == cfg["b"]["r"] == [1.0, 0.5] and cfg["a"]["r"] is not cfg["b"]["r"]
+
+
+def write(tmp_path, name, data) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(data) if name.endswith(".json") else data)
+    return str(path)
+
+
+def test_workflow_config_merges_files_in_order_then_the_overrides(tmp_path):
+    one = write(tmp_path, "one.yaml", "device: cpu\nexperiments:\n  f: {kind: featurewise, eps: 1.0e-3}\n")
+    two = write(tmp_path, "two.json", {"experiments": {"f": {"lr": 0.02}}})
+    raw = load_workflow_config([one, two], {"on_divergence": "record"}, ROOT / "config" / "config.yaml")
+    assert raw == {"device": "cpu", "on_divergence": "record",
+                   "experiments": {"f": {"kind": "featurewise", "eps": 1.0e-3, "lr": 0.02}}}
+
+
+def test_workflow_config_without_files_is_the_default_with_the_overrides():
+    raw = load_workflow_config([], {"device": "cpu"}, ROOT / "config" / "config.yaml")
+    default = load_yaml(ROOT / "config" / "config.yaml")
+    assert raw == {**default, "device": "cpu"}
+
+
+@pytest.mark.parametrize("overrides, key", [
+    ({"device": float("nan")}, "device"),  # snakemake --config device=nan (parsed by float())
+    ({"figures": {"font_size": float("inf")}}, "figures.font_size"),
+    ({"experiments": {"f": {"kind": "featurewise", "eps": "1e999"}}}, "experiments.f.eps"),
+    ({"experiments": {"f": {"kind": "featurewise", "eps": "nan"}}}, "experiments.f.eps"),
+])
+def test_non_finite_overrides_are_refused_naming_the_key(overrides, key):
+    raw = load_workflow_config([], overrides, ROOT / "config" / "config.yaml")
+    with pytest.raises(ConfigError) as info:
+        validate_config(raw)
+    assert str(info.value).startswith(f"Config key '{key}' must be "), str(info.value)
+
+
+def test_a_duplicate_key_in_any_configfile_stops_the_workflow_config(tmp_path):
+    good = write(tmp_path, "good.yaml", "experiments:\n  f: {kind: featurewise}\n")
+    bad = write(tmp_path, "bad.yaml", "device: cpu\ndevice: cuda\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml gives the key 'device' twice"):
+        load_workflow_config([good, bad], {}, ROOT / "config" / "config.yaml")

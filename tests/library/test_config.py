@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from nqf.config import RENAMED, ConfigError, kind_names, load_schema, load_yaml, resolve, validate_config
+from nqf.config_values import describe, key_path
 from nqf.experiments import KINDS
 
 
@@ -216,3 +217,127 @@ def test_consistent_sizes_pass_check_config():
 
     check_config(validate_config(approximation()))
     check_config(validate_config(load_yaml("config/config.yaml")))
+
+
+# -- finite numbers, keys, ids and short messages (issue 16) ---------------------------------------
+
+def numeric_leaves(node, schema, path=()):
+    """(key path, whether a string is allowed there too) for every place the schema takes a
+    number, found by walking the resolved schema, so that a new key is covered without a new test."""
+    node = resolve(node, schema)
+    types = node.get("type", [])
+    types = set([types] if isinstance(types, str) else types)
+    if {"number", "integer"} & types:
+        yield path, "string" in types
+    for key, sub in node.get("properties", {}).items():
+        yield from numeric_leaves(sub, schema, path + (key,))
+    if isinstance(node.get("items"), dict):
+        yield from numeric_leaves(node["items"], schema, path + (0,))
+
+
+def placed(path, value):
+    """``value`` at ``path`` (keys and list index 0) of a fresh structure."""
+    for key in reversed(path):
+        value = [value] if key == 0 else {key: value}
+    return value
+
+
+NON_FINITE = [float("nan"), float("inf"), float("-inf"), 10**400, "1e999"]
+
+
+@pytest.mark.parametrize("kind", [None, *KINDS])
+def test_every_number_in_the_schema_refuses_nan_and_inf(kind):
+    """NaN passes every JSON-schema range check and inf every one-sided one; the validator refuses
+    both (and integers beyond the float range, and '1e999', read as inf) at every numeric key."""
+    schema = load_schema()
+    if kind is None:  # the global keys
+        leaves = [(p, s) for p, s in numeric_leaves({k: v for k, v in schema.items() if k != "$defs"}, schema)
+                  if p[0] != "experiments"]
+    else:
+        leaves = list(numeric_leaves(schema["$defs"][kind], schema))
+    assert leaves
+    for path, takes_string in leaves:
+        for bad in NON_FINITE[:-1] if takes_string else NON_FINITE:  # a string there: its pattern speaks
+            if kind is None:
+                config = {**placed(path, bad), "experiments": {"x": {"kind": "featurewise"}}}
+                key = key_path(path)
+            else:
+                config = {"experiments": {"x": {"kind": kind, **placed(path, bad)}}}
+                key = key_path(("experiments", "x") + path)
+            with pytest.raises(ConfigError) as info:
+                validate_config(config)
+            msg = str(info.value)
+            assert msg.startswith(f"Config key '{key}' must be a finite "), (path, bad, msg)
+            assert msg.count("\n") == 0 and len(msg) < 300, msg
+
+
+@pytest.mark.parametrize("value, got", [
+    (float("nan"), "nan (float)"), ("inf", "'inf' (str)"), (True, "True (bool)"), ("0.5", "'0.5' (str)"),
+    (None, "None (NoneType)"), ([1e-3], "[0.001] (list)"),
+])
+def test_a_number_key_names_what_it_got(value, got):
+    with pytest.raises(ConfigError) as info:
+        validate_config(exp(eps=value))
+    msg = str(info.value)
+    assert msg.startswith("Config key 'experiments.featurewise.eps' must be ") and msg.endswith(f"got {got}.")
+    assert "> 0 and < 1" in msg or "of type number" in msg
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"experiments": {"a\n": {"kind": "featurewise"}}}, "The name 'a\\n' (str) under 'experiments' is not allowed"),
+    ({"experiments": {"a\r": {"kind": "featurewise"}}}, "The name 'a\\r' (str)"),
+    ({"experiments": {"a b": {"kind": "featurewise"}}}, "The name 'a b' (str)"),
+    ({"experiments": {"é": {"kind": "featurewise"}}}, "The name 'é' (str)"),
+    ({"experiments": {"a" * 65: {"kind": "featurewise"}}}, "(at most 64 characters)"),
+    ({"experiments": {"a" * 10**5: {"kind": "featurewise"}}}, "(str of 100000 characters)"),
+    ({"experiments": {1: {"kind": "featurewise"}}}, "The key 1 (int) under 'experiments' must be a string"),
+    ({"experiments": {True: {"kind": "featurewise"}}}, "The key True (bool) under 'experiments' must be a string"),
+    ({"experiments": {None: {"kind": "featurewise"}}}, "The key None (NoneType) under 'experiments'"),
+    ({"experiments": {"x": {"kind": "featurewise", "tolerances": {1: 2}}}},
+     "The key 1 (int) under 'experiments.x.tolerances' must be a string"),
+    ({1.5: 2, "experiments": {"x": {"kind": "featurewise"}}}, "The key 1.5 (float) under '<top level>'"),
+    ({"experiments": {"x": {"kind": "deep", "seeds_per_job": "all\n"}}},
+     "'experiments.x.seeds_per_job' must be an integer >= 1 or 'all'; got 'all\\n' (str)"),
+    ({"experiments": {"x": {"kind": "featurewise", "eps\n": 1}}}, "Unknown config key 'experiments.x.'eps\\n''"),
+], ids=lambda v: None if isinstance(v, dict) else repr(v)[:40])
+def test_ids_and_keys_are_checked_to_the_true_end(config, words):
+    """'$' in a JSON-schema pattern lets a trailing newline through in Python; an integer id (YAML
+    '1:') gave a TypeError. Both are one sentence now, with the name shown escaped."""
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    msg = str(info.value)
+    assert words in msg and msg.count("\n") == 0 and len(msg) < 400, msg
+    assert "letters, digits and '_'" in msg or "must be" in msg or "allowed there are" in msg
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("x" * 10**6, "'xxxxxxxxx"),
+    (list(range(10**5)), "[0, 1, 2, 3"),
+    ({f"k{i}": i for i in range(10**4)}, "{'k0': 0, 'k1': 1"),
+    ([[[[[[[[[[1]]]]]]]]]] * 1000, "[[[[[[[[[[1]]]]]]]]], [[[[[[[[["),
+    (10**5000, "<an integer of about 5001 digits>"),
+], ids=["long-string", "long-list", "big-mapping", "nested-lists", "huge-int"])
+def test_messages_summarise_a_value_instead_of_printing_it_whole(value, shown):
+    with pytest.raises(ConfigError) as info:
+        validate_config(exp(C_diag=value))
+    msg = str(info.value)
+    assert msg.startswith("Config key 'experiments.featurewise.C_diag' must be ") and shown in msg
+    assert len(msg) < 250 and msg.count("\n") == 0, msg
+
+
+def test_describe_caps_the_length_and_counts_the_items():
+    assert describe(1e-3) == "0.001 (float)"
+    assert describe("x" * 1000) == "'" + "x" * 79 + "... (str of 1000 characters)"
+    assert describe(list(range(1000))).endswith("... (list of 1000 items)")
+    assert len(describe(list(range(1000)))) < 120
+    shared = [1, 2]
+    for _ in range(60):  # 2^60 leaves, built cheaply by sharing: described without walking them
+        shared = [shared, shared]
+    assert describe(shared).endswith("... (list of 2 items)")
+
+
+def test_a_config_is_copied_not_shared_with_the_caller():
+    r = [1.0, 0.5]
+    cfg = validate_config({"experiments": {"a": {"kind": "featurewise", "r": r},
+                                           "b": {"kind": "featurewise", "r": r}}})["experiments"]
+    assert cfg["a"]["r"] == cfg["b"]["r"] == r and cfg["a"]["r"] is not cfg["b"]["r"] is not r

@@ -1,6 +1,15 @@
-"""Safe loading and numerical guards (issue 9): nothing from a config or data file reaches
-eval/exec or an unpickler, and the theory code handles eps down to 1e-30 and modes that never
-switch on (r_k <= 0) without overflow, NaN or warnings (RuntimeWarning is an error in this suite)."""
+"""Safe loading and numerical guards (issues 9, 16).
+
+What is checked: nqf's own code (nqf/, workflow/, the Snakefile) never passes anything from a config
+or data file to eval/exec or an unpickler and reads YAML only with a safe loader (a source scan,
+and nqf's config reader refusing Python tags); the theory code handles eps down to 1e-30 and modes
+that never switch on (r_k <= 0) without overflow, NaN or warnings (RuntimeWarning is an error in
+this suite).
+
+What is not true, and is tested as a fact: a config file is code to Snakemake. Snakemake reads a
+--configfile itself before the Snakefile runs, and one with `__use_yte__: true` is a YTE template
+whose Python expressions it evaluates; nqf refuses such a file when it reads it, but only after
+Snakemake has run it. Run only configs you trust (README, "Security")."""
 import re
 
 import numpy as np
@@ -28,7 +37,7 @@ FORBIDDEN = {
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_no_unsafe_loading_in_the_code(path):
+def test_no_unsafe_loading_in_nqfs_code(path):
     text = path.read_text()
     for pattern, what in FORBIDDEN.items():
         assert not re.search(pattern, text), f"{path.name} uses {what}"
@@ -75,3 +84,39 @@ def test_stable_lr_with_modes_that_are_never_learnt():
 def test_exponent_prediction_refuses_modes_that_never_switch_on():
     with pytest.raises(ValueError, match="never do"):
         nqf.predict_exponent(R, np.ones(4), t_star=np.arange(1.0, 5.0))
+
+
+def test_nqfs_config_reader_builds_only_plain_values(tmp_path):
+    """The strict reader is PyYAML's safe loader (SafeConstructor: no tag builds a Python object)."""
+    import yaml
+
+    from nqf.config import ConfigError
+    from nqf.config_files import _StrictLoader, read_config_file
+
+    assert issubclass(_StrictLoader, yaml.constructor.SafeConstructor)
+    assert not issubclass(_StrictLoader, (yaml.constructor.FullConstructor, yaml.constructor.UnsafeConstructor))
+    for tag in ("!!python/object/apply:os.system ['touch x']", "!!python/name:os.system", "!!python/tuple [1]"):
+        path = tmp_path / "c.yaml"
+        path.write_text(f"experiments: {tag}\n")
+        with pytest.raises(ConfigError, match="is not valid YAML"):
+            read_config_file(path)
+
+
+def test_snakemake_runs_a_yte_config_before_nqf_can_refuse_it(tmp_path):
+    """The trust boundary as it is: Snakemake's own config reader (what `--configfile` uses) runs
+    a YTE template's Python; nqf's reader then refuses the file, too late to stop it."""
+    from snakemake.common.configfile import load_configfile
+
+    from nqf.config import ConfigError
+    from nqf.config_files import read_config_file
+
+    marker = tmp_path / "ran"
+    path = tmp_path / "template.yaml"
+    path.write_text("__use_yte__: true\nexperiments:\n  f:\n    kind: featurewise\n"
+                    f"    description: ?open({str(marker)!r}, 'w').write('code ran') and 'x'\n")
+    assert load_configfile(str(path))["experiments"]["f"]["description"] == "x"
+    assert marker.read_text() == "code ran"  # Snakemake executed the config's expression
+    marker.unlink()
+    with pytest.raises(ConfigError, match=r"is a YTE template .* Snakemake evaluates its Python expressions"):
+        read_config_file(path)
+    assert not marker.exists()  # nqf's reader ran nothing

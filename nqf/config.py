@@ -34,8 +34,9 @@ from nqf.config_files import load_workflow_config, merge_overrides, read_config_
 from nqf.config_values import (ConfigError, check_keys, check_tree, check_values, describe, key_path,
                                non_finite, plain_tree)
 
-__all__ = ["ConfigError", "RENAMED", "kind_names", "load_schema", "load_workflow_config", "load_yaml",
-           "merge_overrides", "read_config_file", "resolve", "validate_config"]
+__all__ = ["ConfigError", "RENAMED", "describe", "key_path", "kind_names", "load_schema",
+           "load_workflow_config", "load_yaml", "merge_overrides", "read_config_file", "resolve",
+           "validate_config"]
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
 # PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; accept exactly that spelling.

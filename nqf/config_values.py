@@ -37,7 +37,8 @@ def key_path(path) -> str:
     """'a.b.0.c' for a path of keys and list indices; long keys are cut (a key is user text)."""
     parts = []
     for p in path:
-        printable = isinstance(p, int) and not isinstance(p, bool) or isinstance(p, str) and p.isprintable()
+        printable = (isinstance(p, int) and not isinstance(p, bool) and p.bit_length() <= 256
+                     or isinstance(p, str) and p.isprintable())
         text = str(p) if printable else _short(p, _KEY_CHARS)  # a newline in a key shows as '\n'
         parts.append(text if len(text) <= _KEY_CHARS else text[:_KEY_CHARS] + "...")
     return ".".join(parts) or "<top level>"

@@ -8,11 +8,13 @@ when validating, and :func:`resolve` does for the defaults and the number coerci
 the schema are filled in, so downstream code sees every key.
 
 Before the schema, :mod:`nqf.config_values` bounds the config's size (an alias bomb is refused
-before anything walks it), copies it into a plain tree, and refuses non-finite numbers (NaN and
-inf pass every JSON-schema range check) and non-string keys anywhere, naming the key path;
-experiment ids are checked to the true end of the string (a JSON-schema ``$`` also matches
-before a trailing newline, and every ``pattern`` of the schema is checked that way too). Every
-message summarises a value (:func:`nqf.config_values.describe`) instead of printing it whole.
+before anything walks it), copies it into a plain tree and refuses non-string keys; experiment
+ids are checked to the true end of the string (a JSON-schema ``$`` also matches before a
+trailing newline, and every ``pattern`` of the schema is checked that way too). The validator's
+``type`` refuses NaN, +-inf and integers beyond the float range wherever the schema takes a
+number (NaN passes every JSON-schema range check, inf every one-sided one), and a last pass
+refuses them anywhere else. Every message summarises a value
+(:func:`nqf.config_values.describe`) instead of printing it whole.
 
 Keys renamed for one vocabulary (``RENAMED``) are refused in their old spelling with one
 sentence naming the new one, before any other check. Config files are read by
@@ -84,6 +86,9 @@ def _refuse_old_spellings(exp: Mapping, prefix: tuple) -> None:
         if old in exp:
             raise ConfigError(f"Config key '{key_path(prefix + (old,))}' was renamed: use '{new}' ({what}).")
     seeds = exp.get("seeds")
+    if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds > 100_000:
+        raise ConfigError(f"Config key '{key_path(prefix + ('seeds',))}' is a list of integer seeds now, not a "
+                          f"count; got {describe(seeds)}.")
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         raise ConfigError(f"Config key '{key_path(prefix + ('seeds',))}' is a list of integer seeds now, not a "
                           f"count: use seeds: {_seed_list(max(seeds, 0))} for the same {seeds} seeds.")

@@ -39,6 +39,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
+from nqf.experiments.ids import exact_number
 from nqf.ignition import ignition_times, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import LotkaVolterra
@@ -59,8 +60,12 @@ STAGE_KEYS = {
 }
 
 
+RUN_ID_KEYS = ("architectures", "eps")
+
+
 def run_id(arch: str, eps: float) -> str:
-    return f"{arch}_eps{eps:.0e}"
+    """'diagonal_eps1e-03': eps in its shortest exact form (nqf.experiments.ids), one id per value."""
+    return f"{arch}_eps{exact_number(eps)}"
 
 
 def runs(cfg: dict) -> list[str]:
@@ -71,6 +76,19 @@ def run_config(cfg: dict, run: str) -> dict:
     arch, eps = grid_cell(cfg, run, run_id, "architectures", "eps")
     return {"architecture": arch, "eps": float(eps),
             **{k: cfg[k] for k in ("seeds", "tau_max", "loss", "lr", "n_record", "dtype", "data_seed")}}
+
+
+def estimate(cfg: dict) -> dict:
+    """The largest run (nqf.experiments.machine): the recorded M history of every seed (n_record x
+    p^2, p = 2K for the rectangular model), the dense data matrices, and its steps at the smallest eps."""
+    K, S, n = len(cfg["r"]), len(cfg["seeds"]), int(cfg["n_record"])
+    p = 2 * K if "rectangular" in cfg["architectures"] else K
+    eta = flow_lr(cfg["lr"], cfg.get("loss", "mean"), K)
+    eps = min(float(e) for e in cfg["eps"])
+    return {"bytes": 8 * (2 * S * n * p * p + K * p * p + 4 * S * p * p), "key": "n_record",
+            "what": f"{S} seeds x {n} recorded steps of M of {p}x{p}",
+            "steps": int(np.ceil(cfg["tau_max"] * np.log(1 / eps) / eta)), "steps_key": "lr",
+            "steps_what": f"tau_max ln(1/eps) / (c lr) at eps {eps:g}, lr {cfg['lr']:g}"}
 
 
 def eigenvalues(cfg: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -64,6 +64,10 @@ def run_id(arch: str, optimizer: str) -> str:
     return f"{arch}_{optimizer}"
 
 
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+RUN_ID_KEYS = ("architectures", "optimizers")
+
+
 def runs(cfg: dict) -> list[str]:
     """One run per architecture x optimizer; it holds every init variance and seed."""
     return grid_runs(cfg, run_id, "architectures", "optimizers")

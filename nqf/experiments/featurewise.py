@@ -50,6 +50,14 @@ def runs(cfg: dict) -> list[str]:
     return ["gd"]
 
 
+def estimate(cfg: dict) -> dict:
+    """The run (nqf.experiments.machine): the recorded M history (n_record x p^2, stacked once
+    more at the end, p = len(r)) and W, its gradient and M of p x p."""
+    p, n = len(cfg["r"]), int(cfg["n_record"])
+    return {"bytes": 8 * (2 * n * p * p + 6 * p * p), "key": "n_record",
+            "what": f"{p} modes: M of {p}x{p} at {n} recorded steps", "steps": int(cfg["steps"])}
+
+
 def make_data(cfg: dict) -> xr.Dataset:
     """Diagonal data matrices and targets with C = C_diag I and growth rates r."""
     r = np.asarray(cfg["r"], float)

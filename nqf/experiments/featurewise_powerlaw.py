@@ -80,6 +80,15 @@ def run_config(cfg: dict, run: str) -> dict:
     raise ValueError(f"Run {run!r} is not a run of a {KIND} experiment (runs: seeds, crossover).")
 
 
+def estimate(cfg: dict) -> dict:
+    """The larger run (nqf.experiments.machine): the single-entry data as m x m diagonals, and W of
+    the replicas (seeds or crossover eps values) x m x width."""
+    m, d = int(cfg["m"]), int(cfg["width"])
+    R = max(len(cfg["seeds"]), len(cfg["crossover_eps"]))
+    return {"bytes": 8 * (2 * m * m + 4 * R * m * d), "key": "m",
+            "what": f"the {m}x{m} diagonals of {m} modes", "steps": int(cfg["steps"])}
+
+
 def design(m: int, alpha1: float, alpha2: float) -> dict[str, np.ndarray]:
     """The designed modes (App. C): r_k = k^-alpha2, V_k = k^-alpha1, C_kk = r_k^2 / (8 V_k),
     the single entries A_kk = sqrt(C_kk m / 8) and targets y_k = m r_k / (8 A_kk)."""

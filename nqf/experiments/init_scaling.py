@@ -78,6 +78,10 @@ STAGE_KEYS = {
 }
 
 
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+RUN_ID_KEYS = ("architectures",)
+
+
 def runs(cfg: dict) -> list[str]:
     """One run per architecture (eps values and seeds are replicas of one tensor program)."""
     return list(cfg["architectures"])

@@ -55,6 +55,10 @@ STAGE_KEYS = {
 }
 
 
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+RUN_ID_KEYS = ("architectures",)
+
+
 def runs(cfg: dict) -> list[str]:
     """One run per architecture; it holds every seed."""
     return list(cfg["architectures"])

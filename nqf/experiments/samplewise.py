@@ -46,6 +46,15 @@ def runs(cfg: dict) -> list[str]:
     return ["gd"]
 
 
+def estimate(cfg: dict) -> dict:
+    """The run (nqf.experiments.machine): W = sqrt(eps) I of p x p (p = m K), its gradient and M,
+    the data's m x p diagonals and the recorded outputs."""
+    m, K, n = len(cfg["y"]), len(cfg["entries"]), int(cfg["n_record"])
+    p = m * K
+    return {"bytes": 8 * (6 * p * p + m * p + 2 * n * m), "key": "entries",
+            "what": f"W of {p}x{p} ({m} samples x {K} entries)", "steps": int(cfg["steps"])}
+
+
 def make_data(cfg: dict) -> xr.Dataset:
     """Block-diagonal A_mu: sample mu's entries on indices [mu K, mu K + K)."""
     y = np.asarray(cfg["y"], float)

@@ -57,6 +57,13 @@ def runs(cfg: dict) -> list[str]:
     return ["seeds"]
 
 
+def estimate(cfg: dict) -> dict:
+    """The run (nqf.experiments.machine): the data's m x mK diagonals and W of seeds x mK x width."""
+    m, K, d, S = int(cfg["m"]), len(cfg["entries"]), int(cfg["width"]), len(cfg["seeds"])
+    return {"bytes": 8 * (2 * m * m * K + 4 * S * m * K * d), "key": "m",
+            "what": f"the {m}x{m * K} diagonals of {m} samples x {K} entries", "steps": int(cfg["steps"])}
+
+
 def design(m: int, gamma1: float, gamma2: float, zeta1: float, entries) -> dict[str, np.ndarray]:
     """Targets y_mu = mu^-gamma1, rates zeta_mu = zeta1 mu^-gamma2, the per-sample scale lambda_mu
     and the block entries lam[mu, j] = lambda_mu * entries[j]; V_mu = y_mu^2 / m."""

@@ -186,9 +186,9 @@ def structure_of(data, cfg: dict):
 def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     """Cross-key checks a JSON schema cannot express, run on a validated config before any job
     starts: each experiment's run ids (:func:`run_id_check`), its kind's ``check(exp_cfg)`` (sizes
-    that must fit together), its seed blocks, and, where the jobs run on this machine
-    (``jobs_run_here``), whether the machine has the device and the memory the runs need
-    (nqf.experiments.machine). Problems are (key path inside the experiment, sentence) pairs;
+    that must fit together), its seed blocks, and its largest run's memory and steps
+    (nqf.experiments.machine): against this machine, and its device, where the jobs run here
+    (``jobs_run_here``), else against the largest node a cluster has. Problems are (key path inside the experiment, sentence) pairs;
     the first becomes a ConfigError."""
     from nqf.config import ConfigError
     from nqf.experiments import machine
@@ -197,11 +197,12 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
         problem = machine.device_problem(cfg.get("device", "auto"))
         if problem:
             raise ConfigError(problem)
+    limit = None if jobs_run_here else machine.CLUSTER_MEMORY
     for exp_id, exp in cfg["experiments"].items():
         kind = kind_of(exp)
         problems = [*run_id_check(exp), *seed_block_check(exp), *hook(kind, "check")(exp)]
-        if not problems and jobs_run_here:
-            problems = machine.size_problems(exp_id, exp)
+        if not problems:
+            problems = machine.size_problems(exp_id, exp, limit)
         for key, problem in problems:
             raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
 

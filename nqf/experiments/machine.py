@@ -38,6 +38,44 @@ def device_problem(device: str) -> str | None:
     return None
 
 
+# Executors under which a job runs on this machine (the main process's own cores).
+LOCAL_EXECUTORS = ("local", "dryrun", "touch")
+
+
+def cluster_executor(argv: list[str], basedir: str | os.PathLike = ".") -> str | None:
+    """The executor a snakemake command line submits jobs to when it is not this machine (e.g.
+    'slurm'), read from ``--executor``/``-e`` or the ``executor:`` of its profile
+    (``--workflow-profile``/``--profile``, else ``basedir``/profiles/default), or None. Snakemake parses the
+    Snakefile before it hands the workflow its executor, so the command line is what says where
+    the jobs will run."""
+    import yaml
+
+    def value_of(flags):
+        for i, arg in enumerate(argv):
+            for flag in flags:
+                if arg == flag and i + 1 < len(argv):
+                    return argv[i + 1]
+                if arg.startswith(flag + "="):
+                    return arg.split("=", 1)[1]
+        return None
+
+    executor = value_of(("--executor", "-e"))
+    if executor is None:
+        for profile in (value_of(("--workflow-profile",)), value_of(("--profile",)),
+                        os.path.join(basedir, "profiles", "default")):
+            if not profile or profile == "none":
+                continue
+            path = os.path.join(profile, "config.yaml")
+            try:
+                with open(path) as fh:
+                    executor = (yaml.safe_load(fh) or {}).get("executor")
+            except (OSError, yaml.YAMLError, AttributeError):
+                executor = None
+            if executor:
+                break
+    return None if executor in (None, *LOCAL_EXECUTORS) else str(executor)
+
+
 def machine_memory() -> int:
     """Bytes of physical memory of this machine (os.sysconf), or of NQF_MAX_MEMORY_GB where set."""
     if os.environ.get(MEMORY_ENV):

@@ -86,6 +86,15 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     elif not cfg.get("path"):
         problems.append(("path", "dataset mnist_npz reads a local .npz; set path to it (x_train, y_train, "
                                  "x_test, y_test)."))
+    else:
+        from nqf.experiments.npz_check import npz_problems
+
+        found, shape = npz_problems(cfg["path"], n_total, cfg["n_test"])
+        problems += found
+        kernel = cfg["sizes"]["cnn"]["kernel"]
+        if shape and "cnn" in cfg["architectures"] and any(k > n for k, n in zip(kernel, shape)):
+            problems.append(("sizes.cnn.kernel", f"kernel {kernel} does not fit the {shape[0]}x{shape[1]} images "
+                                                  f"of {cfg['path']}; use at most {list(shape)}."))
     return problems
 
 

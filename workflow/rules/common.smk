@@ -1,11 +1,13 @@
 # Config validation and the helpers every rule uses. Validation runs when the Snakefile is
 # parsed, so a bad config stops snakemake before any job starts.
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from nqf import experiments as nqf_experiments
 from nqf.config import ConfigError, load_yaml, merge_overrides, validate_config
+from nqf.experiments.machine import cluster_executor
 
 DEFAULT_CONFIG = Path(workflow.basedir) / "config" / "config.yaml"
 
@@ -13,7 +15,11 @@ try:
     if "experiments" not in config:  # no --configfile: the default, with --config overrides
         config.update(merge_overrides(load_yaml(DEFAULT_CONFIG), dict(config)))
     _validated = validate_config(config)
-    nqf_experiments.check_config(_validated)
+    # A cluster job re-parses this file on its node, where it runs: the device and memory checks
+    # hold there; the main process checks them only when its jobs run on this machine (a login
+    # node without a GPU may submit device: cuda to GPU nodes).
+    nqf_experiments.check_config(_validated, jobs_run_here=workflow.remote_exec
+                                 or cluster_executor(sys.argv, workflow.basedir) is None)
 except ConfigError as _exc:
     raise WorkflowError(f"Invalid configuration: {_exc}") from None
 config.clear()

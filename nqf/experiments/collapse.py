@@ -40,6 +40,7 @@ import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
 from nqf.experiments.ids import exact_number
+from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import LotkaVolterra
@@ -208,6 +209,8 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     rectangular model's partner modes (r < 0, coupled by -C_kk), whose O(C_kk eps / r_k) effect
     is a term of the budget.
     """
+    check_runs(run_ds, {run_id(a, e): {"experiment_kind": KIND, "architecture": a, "eps": float(e), "lr": cfg["lr"],
+                                        "loss": cfg["loss"]} for a in cfg["architectures"] for e in cfg["eps"]})
     factor = float(cfg["tolerances"]["safety_factor"])
     r_ref = structure["r"].values
     c_ref = np.diag(structure["C"].values)

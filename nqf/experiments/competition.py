@@ -38,6 +38,7 @@ from scipy.integrate import solve_ivp
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
 from nqf.experiments.ids import exact_number
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
+from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import glv
@@ -241,6 +242,7 @@ def plateau_offset(sc, r: np.ndarray, C: np.ndarray, tau: float, eps: float) -> 
 
 
 def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    check_runs(run_ds, {run_id(e): {"experiment_kind": KIND, "eps": float(e)} for e in cfg["eps"]})
     factor = float(cfg["tolerances"]["safety_factor"])
     eps_list = [float(e) for e in cfg["eps"]]
     level = theory_ds["ignition_level"].values

@@ -33,6 +33,7 @@ import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
+from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
@@ -144,6 +145,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         cfg: dict) -> xr.Dataset:
     """Measured ignition times, loss drops and trajectory errors beside the predictions, with
     claims whose tolerances come from the run's error budget (see the module docstring)."""
+    check_runs(run_ds, {"gd": {"experiment_kind": KIND, "eps": cfg["eps"], "lr": cfg["lr"], "loss": cfg["loss"]}})
     factor = float(cfg["tolerances"]["safety_factor"])
     gd = run_ds["gd"].isel(seed=0)
     t = gd["time"].values  # the Eq. 26 flow clock, whatever the loss convention

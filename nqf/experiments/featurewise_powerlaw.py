@@ -36,6 +36,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, fit_seeds,
                                      flow_step, seeded_init, train_loss_only)
 from nqf.ignition import predicted_ignition_times
@@ -269,6 +270,8 @@ def drop_claims(t, measured_loss, eps, predicted, tol_abs: float, what: str,
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """The GD exponent over seeds with its bootstrap CI beside the predictions; the crossover counts."""
+    check_runs(run_ds, {"seeds": {"experiment_kind": KIND, "eps": cfg["eps"]},
+                        "crossover": {"experiment_kind": KIND, "eps": cfg["crossover_eps"]}})
     tol = cfg["tolerances"]
     factor = float(tol["safety_factor"])
     sf = fit_seeds(run_ds["seeds"], theory_ds, float(structure_ds["min_loss"]), cfg["n_boot"])

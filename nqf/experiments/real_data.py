@@ -33,6 +33,7 @@ from nqf.architectures import title
 from nqf.config import ConfigError
 from nqf.datasets import load_digit_task
 from nqf.experiments.fits import real_data as fits
+from nqf.experiments.matching import check_runs
 from nqf.training import train
 
 if TYPE_CHECKING:
@@ -322,4 +323,6 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     module and its NQF (seed means), up to the step at which the NQF reaches its least-squares
     floor (beyond it the NQF cannot follow a module that keeps learning); the steps where they
     part are reported beside it."""
+    check_runs(run_ds, {a: {"experiment_kind": KIND, "architecture": a, "n_test": cfg["n_test"]}
+                          for a in cfg["architectures"]})
     return fits.fit(structure_ds, theory_ds, run_ds, cfg)

@@ -31,6 +31,7 @@ import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import claims_dataset
+from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import SHIFTS, exponent_claims, exponent_variables, fit_seeds, seeded_init, train_loss_only
 from nqf.losses import flow_lr
 from nqf.scaling import predict_exponent
@@ -213,6 +214,8 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """The GD exponent over seeds with its bootstrap CI beside the predictions."""
+    check_runs(run_ds, {"seeds": {"experiment_kind": KIND, "eps": theory_ds.attrs.get("eps"),
+                                  "beta0": theory_ds.attrs.get("beta0")}})
     sf = fit_seeds(run_ds["seeds"], theory_ds, float(structure_ds["min_loss"]), cfg["n_boot"])
     claims = exponent_claims(theory_ds, sf.fit, sf.shifted, sf.shifted_half, h=sf.h, rates=theory_ds["zeta"].values,
                              factor=float(cfg["tolerances"]["safety_factor"]), what="GD loss",

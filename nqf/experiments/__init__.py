@@ -200,7 +200,7 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     limit = None if jobs_run_here else machine.CLUSTER_MEMORY
     for exp_id, exp in cfg["experiments"].items():
         kind = kind_of(exp)
-        problems = [*run_id_check(exp), *seed_block_check(exp), *hook(kind, "check")(exp)]
+        problems = seed_block_check(exp) or run_id_check(exp) or hook(kind, "check")(exp)
         if not problems:
             problems = machine.size_problems(exp_id, exp, limit)
         for key, problem in problems:
@@ -220,17 +220,13 @@ def run_id_check(exp_cfg: dict) -> list[tuple[str, str]]:
 
 
 def seed_block_check(exp_cfg: dict) -> list[tuple[str, str]]:
-    """seeds_per_job must be 'all' or an integer of a kind that splits seeds, at most the seeds."""
+    """seeds_per_job must be 'all' for a kind that trains its seeds as one job. (An n above the
+    number of seeds is one block of every seed, as a last partial block is: accepted, so that a
+    sweep meant to grow can start small.)"""
     n = exp_cfg.get("seeds_per_job", "all")
-    if n == "all":
-        return []
-    if not hook(kind_of(exp_cfg), "SEED_BLOCKS"):
+    if n != "all" and not hook(kind_of(exp_cfg), "SEED_BLOCKS"):
         return [("seeds_per_job", f"applies to kinds {', '.join(seed_block_kinds())} only; experiments "
                                   f"of kind {exp_cfg['kind']} train their seeds as one job (use all).")]
-    seeds = exp_cfg.get("seeds", [])
-    if isinstance(n, int) and n > len(seeds):
-        return [("seeds_per_job", f"is {n} but the experiment has {len(seeds)} seeds; use at most "
-                                  f"{len(seeds)} or all (one job for every seed).")]
     return []
 
 

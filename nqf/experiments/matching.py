@@ -79,6 +79,7 @@ def check_runs(runs: Mapping[str, xr.Dataset], expected: Mapping[str, Mapping[st
     the fit predicts for; runs absent from ``runs``, names a file does not record and expected
     values of None (a theory file of an older version) pass."""
     for run, values in expected.items():
+        run = str(run)
         ds = runs.get(run)
         if ds is None:
             continue

@@ -79,6 +79,16 @@ def run_config(cfg: dict, run: str) -> dict:
             **{k: cfg[k] for k in ("seeds", "tau_max", "loss", "lr", "n_record", "dtype", "data_seed")}}
 
 
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: an lr at which GD cannot settle at the
+    saturation z_k = r_k / C_diag of every architecture (equal LV coefficients: the Hessian's
+    eigenvalues there are the r_k)."""
+    from nqf.experiments.divergence import unstable_lr
+
+    r = np.asarray(cfg["r"], float)
+    return unstable_lr(cfg["lr"], cfg["loss"], r.size, float(cfg["C_diag"]) * np.eye(r.size), r / float(cfg["C_diag"]))
+
+
 def estimate(cfg: dict) -> dict:
     """The largest run (nqf.experiments.machine): the recorded M history of every seed (n_record x
     p^2, p = 2K for the rectangular model), the dense data matrices, and its steps at the smallest eps."""

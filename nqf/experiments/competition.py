@@ -101,7 +101,13 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     if len(lam) != len(y):
         return [("lam", f"has {len(lam)} rows but y has {len(y)} targets; give one row of lam per "
                         f"target (sample).")]
-    return []
+    from scipy.optimize import nnls
+
+    from nqf.experiments.divergence import unstable_lr
+
+    lam_arr, y_arr = np.asarray(lam, float), np.asarray(y, float)
+    z_star, _ = nnls(lam_arr, y_arr)  # the end point the modes settle at (nqf.experiments.common.min_loss)
+    return unstable_lr(cfg["lr"], cfg["loss"], y_arr.size, 8.0 / y_arr.size * lam_arr.T @ lam_arr, z_star)
 
 
 def estimate(cfg: dict) -> dict:

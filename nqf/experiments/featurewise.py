@@ -51,6 +51,16 @@ def runs(cfg: dict) -> list[str]:
     return ["gd"]
 
 
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: an lr at which GD cannot settle at the
+    saturation z_k = r_k / C_diag (C = C_diag I: the Hessian's eigenvalues there are the r_k)."""
+    from nqf.experiments.divergence import unstable_lr
+
+    r = np.asarray(cfg["r"], float)
+    return unstable_lr(cfg["lr"], cfg["loss"], r.size, float(cfg["C_diag"]) * np.eye(r.size),
+                       np.maximum(r, 0.0) / float(cfg["C_diag"]))
+
+
 def estimate(cfg: dict) -> dict:
     """The run (nqf.experiments.machine): the recorded M history (n_record x p^2, stacked once
     more at the end, p = len(r)) and W, its gradient and M of p x p."""

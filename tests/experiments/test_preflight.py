@@ -87,3 +87,23 @@ def test_every_kind_has_an_estimate_of_the_default_size():
         cfg = validate_config({"experiments": {"x": {"kind": kind}}})["experiments"]["x"]
         est = machine.estimate(cfg)
         assert est["bytes"] > 0 and est["steps"] >= 1 and est["what"]
+
+
+@pytest.mark.parametrize("exp, bound", [
+    ({"kind": "featurewise", "lr": 2.1}, "2"),  # C = I, r_1 = 1: the Hessian at saturation has eigenvalue 1
+    ({"kind": "collapse", "lr": 3.0}, "2"),
+    ({"kind": "competition", "lr": 1.0}, "0.75"),
+])
+def test_an_lr_beyond_gd_stability_is_refused(exp, bound):
+    """Where C and the end point follow from the config, an lr at which GD cannot settle (it
+    oscillates: featurewise at lr 2.1 ends in a 2-cycle of mode 1) is refused before any job."""
+    with pytest.raises(ConfigError, match=rf"^Config key 'experiments.x.lr': is {exp['lr']:g}, a flow step c lr = "
+                                          rf"{exp['lr']:g} \(loss mean\) at or above {bound}, the largest at which "
+                                          rf"gradient descent can settle at the minimum .*; use lr below {bound}\.$"):
+        _checked(exp)
+    _checked({**exp, "lr": 0.9 * float(bound)})
+
+
+def test_the_stability_bound_is_in_the_units_of_the_loss_convention():
+    with pytest.raises(ConfigError, match=r"is 0.5, a flow step c lr = 1.5 \(loss sum\) .* use lr below 0.25\.$"):
+        _checked({"kind": "competition", "lr": 0.5, "loss": "sum"})

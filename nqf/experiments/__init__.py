@@ -202,7 +202,7 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
         kind = kind_of(exp)
         problems = seed_block_check(exp) or run_id_check(exp) or hook(kind, "check")(exp)
         if not problems:
-            problems = machine.size_problems(exp_id, exp, limit)
+            problems = machine.size_problems(exp_id, exp, kind, limit)
         for key, problem in problems:
             raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
 

@@ -12,6 +12,7 @@ machine.
 from __future__ import annotations
 
 import os
+from types import ModuleType
 
 from nqf.experiments.contract import hook
 
@@ -120,18 +121,17 @@ def generic_estimate(exp: dict) -> dict:
             "what": f"{replicas} replicas x {n_record} recorded steps of the loss"}
 
 
-def estimate(exp: dict) -> dict:
-    """The experiment's kind's estimate of its largest run, or :func:`generic_estimate`."""
-    from nqf.experiments import kind_of
-
-    own = hook(kind_of(exp), "estimate")
+def estimate(kind: ModuleType, exp: dict) -> dict:
+    """The estimate of the largest run of ``exp`` by its kind's module ``kind``, or :func:`generic_estimate`."""
+    own = hook(kind, "estimate")
     return own(exp) if own is not None else generic_estimate(exp)
 
 
-def size_problems(exp_id: str, exp: dict, limit: int | None = None) -> list[tuple[str, str]]:
-    """(key, sentence) when the largest run of ``exp`` would need more memory than ``limit`` bytes
-    (default: this machine's, :func:`machine_memory`) or more than MAX_STEPS steps."""
-    est = estimate(exp)
+def size_problems(exp_id: str, exp: dict, kind: ModuleType, limit: int | None = None) -> list[tuple[str, str]]:
+    """(key, sentence) when the largest run of ``exp`` (of the kind module ``kind``) would need
+    more memory than ``limit`` bytes (default: this machine's, :func:`machine_memory`) or more
+    than MAX_STEPS steps."""
+    est = estimate(kind, exp)
     limit = machine_memory() if limit is None else int(limit)
     if est["bytes"] > limit:
         return [(est.get("key", "n_record"),

@@ -64,7 +64,7 @@ def test_a_run_far_beyond_the_memory_is_refused_with_its_size():
 def test_each_kind_estimate_refuses_its_absurd_sizes(exp, key):
     """Measured against a 64 GB machine, whatever runs the tests."""
     cfg = validate_config({"experiments": {"x": exp}})["experiments"]["x"]
-    problems = machine.size_problems("x", cfg, limit=64e9)
+    problems = machine.size_problems("x", cfg, E.kind_of(cfg), limit=64e9)
     assert problems and problems[0][0] == key and "would hold" in problems[0][1]
 
 
@@ -85,7 +85,7 @@ def test_the_memory_limit_can_be_set(monkeypatch):
 def test_every_kind_has_an_estimate_of_the_default_size():
     for kind in E.KINDS:
         cfg = validate_config({"experiments": {"x": {"kind": kind}}})["experiments"]["x"]
-        est = machine.estimate(cfg)
+        est = machine.estimate(E.kind_of(cfg), cfg)
         assert est["bytes"] > 0 and est["steps"] >= 1 and est["what"]
 
 

@@ -5,7 +5,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from helpers import read_test_config, snakemake
+from helpers import ROOT, read_test_config, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -34,3 +34,18 @@ def test_a_run_of_another_eps_is_refused_and_retrained(tmp_path):
     snakemake(work, target, "--configfile", str(path))
     with xr.open_dataset(wrong, engine="netcdf4") as ds:
         assert float(ds.attrs["eps"]) == 1e-6
+
+
+def test_cuda_on_a_machine_without_it_is_refused_at_parse_time(tmp_path):
+    """device: cuda where torch sees no CUDA stops snakemake before any job (it used to fail in
+    the first training job, after the data jobs had run)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    proc = snakemake(tmp_path, "--configfile", str(ROOT / "config" / "test.yaml"), "--config", "device=cuda", check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert ("Invalid configuration: Config key 'device' is 'cuda' but torch sees no CUDA device on this machine; "
+            "use auto (CUDA where present, else the CPU) or cpu.") in text
+    assert "Traceback" not in text and not (tmp_path / "results").exists()

@@ -185,11 +185,11 @@ def structure_of(data, cfg: dict):
 
 def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     """Cross-key checks a JSON schema cannot express, run on a validated config before any job
-    starts: each experiment's run ids (:func:`run_id_check`), its kind's ``check(exp_cfg)`` (sizes
-    that must fit together), its seed blocks, and its largest run's memory and steps
+    starts: each experiment's seed blocks, run ids (:func:`run_id_check`), its kind's
+    ``check(exp_cfg)`` (sizes that must fit together) and its largest run's memory and steps
     (nqf.experiments.machine): against this machine, and its device, where the jobs run here
-    (``jobs_run_here``), else against the largest node a cluster has. Problems are (key path inside the experiment, sentence) pairs;
-    the first becomes a ConfigError."""
+    (``jobs_run_here``), else against the largest node a cluster has. Problems are (key path
+    inside the experiment, sentence) pairs; the first becomes a ConfigError."""
     from nqf.config import ConfigError
     from nqf.experiments import machine
 

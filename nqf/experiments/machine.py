@@ -134,10 +134,10 @@ def size_problems(exp_id: str, exp: dict, kind: ModuleType, limit: int | None = 
     est = estimate(kind, exp)
     limit = machine_memory() if limit is None else int(limit)
     if est["bytes"] > limit:
-        return [(est.get("key", "n_record"),
-                 f"experiment {exp_id} would hold {human_bytes(est['bytes'])} in one run ({est['what']}, "
-                 f"float64); this machine has {human_bytes(limit)} (set {MEMORY_ENV} to change the limit): "
-                 f"lower the sizes or n_record.")]
+        key = est.get("key", "n_record")
+        return [(key, f"experiment {exp_id} would hold {human_bytes(est['bytes'])} in one run ({est['what']}, "
+                      f"float64); this machine has {human_bytes(limit)} (set {MEMORY_ENV} to change the limit): "
+                      f"lower {key} or the other sizes named.")]
     if est["steps"] > MAX_STEPS:
         return [(est.get("steps_key", "steps"),
                  f"experiment {exp_id} would train {est['steps']:.3g} steps in one run"

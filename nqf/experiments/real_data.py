@@ -99,6 +99,23 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     return problems
 
 
+def estimate(cfg: dict) -> dict:
+    """The largest run (nqf.experiments.machine): the images (train and test, float64, 28x28 for
+    MNIST, as the data stage holds them) and the recorded trajectories of every seed; the module
+    and its NQF themselves are small (p weights of a few hundred units)."""
+    from nqf.experiments.machine import generic_estimate
+
+    side = 8 if cfg["dataset"] == "digits8x8" else 28
+    n = max(n_train_of(cfg, a) for a in cfg["architectures"]) + int(cfg["n_test"])
+    loss = generic_estimate(cfg)
+    return {"bytes": 8 * 3 * n * side * side + 4 * loss["bytes"], "key": "n_train",
+            "what": f"{n} images of {side}x{side}", "steps": _largest_steps(cfg)}
+
+
+def _largest_steps(cfg: dict) -> int:
+    return max(int(cfg["steps"][a]) for a in cfg["architectures"])
+
+
 def run_config(cfg: dict, run: str) -> dict:
     """The keys one run reads: its architecture's size and step count."""
     if run not in cfg["architectures"]:

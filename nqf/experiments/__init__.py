@@ -183,20 +183,64 @@ def structure_of(data, cfg: dict):
     return ds
 
 
-def check_config(cfg: dict) -> None:
-    """Cross-key checks a JSON schema cannot express (sizes that must fit together), run on a
-    validated config before any job starts. A kind lists its problems with ``check(exp_cfg)``
-    as (key path inside the experiment, sentence) pairs; the first becomes a ConfigError."""
+def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
+    """Cross-key checks a JSON schema cannot express, run on a validated config before any job
+    starts: each experiment's seed blocks, run ids (:func:`run_id_check`), its kind's
+    ``check(exp_cfg)`` (sizes that must fit together) and its largest run's memory and steps
+    (nqf.experiments.machine): against this machine, and its device, where the jobs run here
+    (``jobs_run_here``), else against the largest node a cluster has. Problems are (key path
+    inside the experiment, sentence) pairs; the first becomes a ConfigError."""
     from nqf.config import ConfigError
+    from nqf.experiments import machine
 
+    if jobs_run_here:
+        problem = machine.device_problem(cfg.get("device", "auto"))
+        if problem:
+            raise ConfigError(problem)
+    limit = None if jobs_run_here else machine.CLUSTER_MEMORY
     for exp_id, exp in cfg["experiments"].items():
         kind = kind_of(exp)
-        for key, problem in hook(kind, "check")(exp):
+        problems = seed_block_check(exp) or run_id_check(exp) or hook(kind, "check")(exp)
+        if not problems:
+            problems = machine.size_problems(exp_id, exp, kind, limit)
+        for key, problem in problems:
             raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
 
 
+def run_id_check(exp_cfg: dict) -> list[tuple[str, str]]:
+    """(key, sentence) pairs for run ids that do not name one run each (nqf.experiments.ids): a
+    value listed twice in a list the ids are made of (the kind's RUN_ID_KEYS), two runs under
+    one id, an id that is no safe file name."""
+    from nqf.experiments.ids import run_id_problems
+
+    keys = tuple(hook(kind_of(exp_cfg), "RUN_ID_KEYS"))
+    if exp_cfg.get("seeds_per_job", "all") != "all":
+        keys += ("seeds",)
+    return run_id_problems(exp_cfg, keys, _run_ids(exp_cfg))
+
+
+def seed_block_check(exp_cfg: dict) -> list[tuple[str, str]]:
+    """seeds_per_job must be 'all' for a kind that trains its seeds as one job. (An n above the
+    number of seeds is one block of every seed, as a last partial block is: accepted, so that a
+    sweep meant to grow can start small.)"""
+    n = exp_cfg.get("seeds_per_job", "all")
+    if n != "all" and not hook(kind_of(exp_cfg), "SEED_BLOCKS"):
+        return [("seeds_per_job", f"applies to kinds {', '.join(seed_block_kinds())} only; experiments "
+                                  f"of kind {exp_cfg['kind']} train their seeds as one job (use all).")]
+    return []
+
+
 def run_ids(exp_cfg: dict) -> list[str]:
-    """The run ids of an experiment (one training job and file each)."""
+    """The run ids of an experiment (one training job and file each); a ConfigError where two
+    runs would share an id (:func:`run_id_check`)."""
+    from nqf.config import ConfigError
+
+    for key, problem in run_id_check(exp_cfg):
+        raise ConfigError(f"Config key '{key}' {problem}")
+    return _run_ids(exp_cfg)
+
+
+def _run_ids(exp_cfg: dict) -> list[str]:
     blocks = seed_blocks(exp_cfg)
     if blocks is None:
         return list(kind_of(exp_cfg).runs(exp_cfg))
@@ -211,7 +255,7 @@ def seed_blocks(exp_cfg: dict) -> list[tuple[int, ...]] | None:
     n = exp_cfg.get("seeds_per_job", "all")
     if n == "all":
         return None
-    if not hook(kind_of(exp_cfg), "SEED_BLOCKS"):
+    if not hook(kind_of(exp_cfg), "SEED_BLOCKS"):  # refused before any job by seed_block_check
         raise ValueError(f"Experiments of kind {exp_cfg['kind']!r} train their seeds as one job; "
                          f"seeds_per_job applies to kinds {', '.join(seed_block_kinds())} only.")
     seeds = [int(s) for s in exp_cfg["seeds"]]

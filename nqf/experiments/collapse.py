@@ -39,6 +39,8 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
+from nqf.experiments.ids import exact_number
+from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import LotkaVolterra
@@ -59,8 +61,12 @@ STAGE_KEYS = {
 }
 
 
+RUN_ID_KEYS = ("architectures", "eps")
+
+
 def run_id(arch: str, eps: float) -> str:
-    return f"{arch}_eps{eps:.0e}"
+    """'diagonal_eps1e-03': eps in its shortest exact form (nqf.experiments.ids), one id per value."""
+    return f"{arch}_eps{exact_number(eps)}"
 
 
 def runs(cfg: dict) -> list[str]:
@@ -71,6 +77,29 @@ def run_config(cfg: dict, run: str) -> dict:
     arch, eps = grid_cell(cfg, run, run_id, "architectures", "eps")
     return {"architecture": arch, "eps": float(eps),
             **{k: cfg[k] for k in ("seeds", "tau_max", "loss", "lr", "n_record", "dtype", "data_seed")}}
+
+
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: an lr at which GD cannot settle at the
+    saturation z_k = r_k / C_diag of every architecture (equal LV coefficients: the Hessian's
+    eigenvalues there are the r_k)."""
+    from nqf.experiments.divergence import unstable_lr
+
+    r = np.asarray(cfg["r"], float)
+    return unstable_lr(cfg["lr"], cfg["loss"], r.size, float(cfg["C_diag"]) * np.eye(r.size), r / float(cfg["C_diag"]))
+
+
+def estimate(cfg: dict) -> dict:
+    """The largest run (nqf.experiments.machine): the recorded M history of every seed (n_record x
+    p^2, p = 2K for the rectangular model), the dense data matrices, and its steps at the smallest eps."""
+    K, S, n = len(cfg["r"]), len(cfg["seeds"]), int(cfg["n_record"])
+    p = 2 * K if "rectangular" in cfg["architectures"] else K
+    eta = flow_lr(cfg["lr"], cfg.get("loss", "mean"), K)
+    eps = min(float(e) for e in cfg["eps"])
+    return {"bytes": 8 * (2 * S * n * p * p + K * p * p + 4 * S * p * p), "key": "n_record",
+            "what": f"{S} seeds x {n} recorded steps of M of {p}x{p}",
+            "steps": int(np.ceil(cfg["tau_max"] * np.log(1 / eps) / eta)), "steps_key": "lr",
+            "steps_what": f"tau_max ln(1/eps) / (c lr) at eps {eps:g}, lr {cfg['lr']:g}"}
 
 
 def eigenvalues(cfg: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -190,6 +219,8 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     rectangular model's partner modes (r < 0, coupled by -C_kk), whose O(C_kk eps / r_k) effect
     is a term of the budget.
     """
+    check_runs(run_ds, {run_id(a, e): {"experiment_kind": KIND, "architecture": a, "eps": float(e), "lr": cfg["lr"],
+                                        "loss": cfg["loss"]} for a in cfg["architectures"] for e in cfg["eps"]})
     factor = float(cfg["tolerances"]["safety_factor"])
     r_ref = structure["r"].values
     c_ref = np.diag(structure["C"].values)

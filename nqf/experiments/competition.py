@@ -36,7 +36,9 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
+from nqf.experiments.ids import exact_number
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
+from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import glv
@@ -56,8 +58,12 @@ STAGE_KEYS = {
 }
 
 
+RUN_ID_KEYS = ("eps",)
+
+
 def run_id(eps: float) -> str:
-    return f"eps{eps:.0e}"
+    """'eps1e-04': eps in its shortest exact form (nqf.experiments.ids), one id per value."""
+    return f"eps{exact_number(eps)}"
 
 
 def runs(cfg: dict) -> list[str]:
@@ -81,6 +87,40 @@ def steps_for(eps: float, tau_max: float, eta: float) -> int:
     loss convention (nqf.losses.flow_lr)."""
     # the 1e-9 absorbs rounding in eta = c lr, so lr / c under convention c takes the same steps
     return int(np.ceil(tau_max * np.log(1.0 / eps) / eta - 1e-9))
+
+
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: lam must be a rectangle with one row per
+    target of y."""
+    lam, y = cfg["lam"], cfg["y"]
+    widths = sorted({len(row) for row in lam})
+    if len(widths) > 1:
+        short = next(i for i, row in enumerate(lam) if len(row) != len(lam[0]))
+        return [("lam", f"rows must all have the same length (one eigenvalue per mode); row 0 has "
+                        f"{len(lam[0])} entries, row {short} has {len(lam[short])}.")]
+    if len(lam) != len(y):
+        return [("lam", f"has {len(lam)} rows but y has {len(y)} targets; give one row of lam per "
+                        f"target (sample).")]
+    from scipy.optimize import nnls
+
+    from nqf.experiments.divergence import unstable_lr
+
+    lam_arr, y_arr = np.asarray(lam, float), np.asarray(y, float)
+    z_star, _ = nnls(lam_arr, y_arr)  # the end point the modes settle at (nqf.experiments.common.min_loss)
+    return unstable_lr(cfg["lr"], cfg["loss"], y_arr.size, 8.0 / y_arr.size * lam_arr.T @ lam_arr, z_star)
+
+
+def estimate(cfg: dict) -> dict:
+    """The largest run (nqf.experiments.machine): the recorded M history (n_record x p^2, stacked
+    once more at the end) and its steps tau_max ln(1/eps) / (c lr) at the smallest eps."""
+    p = max((len(row) for row in cfg["lam"]), default=1)
+    m, n = len(cfg["y"]), int(cfg["n_record"])
+    eta = flow_lr(cfg["lr"], cfg.get("loss", "mean"), m)
+    eps = min(float(e) for e in cfg["eps"])
+    return {"bytes": 8 * (2 * n * p * p + 4 * p * p + m * p), "key": "n_record",
+            "what": f"{p} modes: M of {p}x{p} at {n} recorded steps",
+            "steps": steps_for(eps, cfg["tau_max"], eta), "steps_key": "lr",
+            "steps_what": f"tau_max ln(1/eps) / (c lr) at eps {eps:g}, lr {cfg['lr']:g}"}
 
 
 def gd_modified_glv(r, C, z0, t, eta: float, *, rtol: float = 1e-10, atol: float = 1e-12) -> np.ndarray:
@@ -208,6 +248,7 @@ def plateau_offset(sc, r: np.ndarray, C: np.ndarray, tau: float, eps: float) -> 
 
 
 def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    check_runs(run_ds, {run_id(e): {"experiment_kind": KIND, "eps": float(e)} for e in cfg["eps"]})
     factor = float(cfg["tolerances"]["safety_factor"])
     eps_list = [float(e) for e in cfg["eps"]]
     level = theory_ds["ignition_level"].values

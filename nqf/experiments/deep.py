@@ -37,6 +37,7 @@ import xarray as xr
 
 from nqf.experiments.common import (Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs, per_arch_dataset,
                                     teacher_generator)
+from nqf.experiments.matching import check_runs
 from nqf.losses import flow_lr
 from nqf.training import log_step_grid
 
@@ -62,6 +63,10 @@ STAGE_KEYS = {
 
 def run_id(arch: str, optimizer: str) -> str:
     return f"{arch}_{optimizer}"
+
+
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+RUN_ID_KEYS = ("architectures", "optimizers")
 
 
 def runs(cfg: dict) -> list[str]:
@@ -244,6 +249,9 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     init) are bounds against the 2-layer NQF's own D: at least ``tolerances.departure_ratio``
     times it.
     """
+    check_runs(run_ds, {run_id(a, o): {"experiment_kind": KIND, "architecture": a, "optimizer": o,
+                                         "init_variance": cfg["init_variance"][a]}
+                          for a in cfg["architectures"] for o in cfg["optimizers"]})
     archs, opts, tol = list(cfg["architectures"]), list(cfg["optimizers"]), cfg["tolerances"]
     frac = float(cfg["window_fraction"])
     factor, ratio = float(tol["safety_factor"]), float(tol["departure_ratio"])

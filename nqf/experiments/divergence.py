@@ -31,6 +31,23 @@ def stable_lr_clause(structure: xr.Dataset | None, cfg: dict) -> str:
     return f" {clause}" if clause else ""
 
 
+def unstable_lr(lr: float, loss: str, m: int, C, z_star) -> list[tuple[str, str]]:
+    """('lr', sentence) when GD's flow step c lr is at or above the largest step at which it can
+    settle at the end point z* of the mode dynamics (nqf.stability: 2 / the largest eigenvalue of
+    the weight-space Hessian there); a kind whose C and z* follow from its config refuses such an
+    lr before any job instead of training a run that oscillates or overflows."""
+    from nqf.losses import loss_factor
+    from nqf.stability import max_stable_lr
+
+    eta_max = max_stable_lr(np.asarray(C, float), np.asarray(z_star, float))
+    c = loss_factor(loss, m)
+    if eta_max is None or not np.isfinite(eta_max) or c * float(lr) < eta_max:
+        return []
+    return [("lr", f"is {float(lr):g}, a flow step c lr = {c * float(lr):.4g} (loss {loss}) at or above "
+                   f"{eta_max:.4g}, the largest at which gradient descent can settle at the minimum (2 / the "
+                   f"largest Hessian eigenvalue there, nqf.stability); use lr below {eta_max / c:.4g}.")]
+
+
 def structure_for_hint(data: xr.Dataset, exp_cfg: dict) -> xr.Dataset | None:
     """The structure stage's result for a divergence message when its file is not there yet (the
     training job does not wait for that stage); None when it cannot be computed."""

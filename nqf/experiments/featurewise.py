@@ -33,6 +33,7 @@ import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
+from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
@@ -48,6 +49,24 @@ STAGE_KEYS = {"data": ("r", "C_diag", "data_seed"), **GD_RUN_STAGE_KEYS}
 def runs(cfg: dict) -> list[str]:
     """One full-batch gradient-descent run (the initialisation is deterministic)."""
     return ["gd"]
+
+
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: an lr at which GD cannot settle at the
+    saturation z_k = r_k / C_diag (C = C_diag I: the Hessian's eigenvalues there are the r_k)."""
+    from nqf.experiments.divergence import unstable_lr
+
+    r = np.asarray(cfg["r"], float)
+    return unstable_lr(cfg["lr"], cfg["loss"], r.size, float(cfg["C_diag"]) * np.eye(r.size),
+                       np.maximum(r, 0.0) / float(cfg["C_diag"]))
+
+
+def estimate(cfg: dict) -> dict:
+    """The run (nqf.experiments.machine): the recorded M history (n_record x p^2, stacked once
+    more at the end, p = len(r)) and W, its gradient and M of p x p."""
+    p, n = len(cfg["r"]), int(cfg["n_record"])
+    return {"bytes": 8 * (2 * n * p * p + 6 * p * p), "key": "n_record",
+            "what": f"{p} modes: M of {p}x{p} at {n} recorded steps", "steps": int(cfg["steps"])}
 
 
 def make_data(cfg: dict) -> xr.Dataset:
@@ -136,6 +155,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         cfg: dict) -> xr.Dataset:
     """Measured ignition times, loss drops and trajectory errors beside the predictions, with
     claims whose tolerances come from the run's error budget (see the module docstring)."""
+    check_runs(run_ds, {"gd": {"experiment_kind": KIND, "eps": cfg["eps"], "lr": cfg["lr"], "loss": cfg["loss"]}})
     factor = float(cfg["tolerances"]["safety_factor"])
     gd = run_ds["gd"].isel(seed=0)
     t = gd["time"].values  # the Eq. 26 flow clock, whatever the loss convention

@@ -36,6 +36,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, fit_seeds,
                                      flow_step, seeded_init, train_loss_only)
 from nqf.ignition import predicted_ignition_times
@@ -78,6 +79,15 @@ def run_config(cfg: dict, run: str) -> dict:
     if run == "crossover":
         return {k: cfg[k] for k in CROSSOVER_KEYS}
     raise ValueError(f"Run {run!r} is not a run of a {KIND} experiment (runs: seeds, crossover).")
+
+
+def estimate(cfg: dict) -> dict:
+    """The larger run (nqf.experiments.machine): the single-entry data as m x m diagonals, and W of
+    the replicas (seeds or crossover eps values) x m x width."""
+    m, d = int(cfg["m"]), int(cfg["width"])
+    R = max(len(cfg["seeds"]), len(cfg["crossover_eps"]))
+    return {"bytes": 8 * (2 * m * m + 4 * R * m * d), "key": "m",
+            "what": f"the {m}x{m} diagonals of {m} modes", "steps": int(cfg["steps"])}
 
 
 def design(m: int, alpha1: float, alpha2: float) -> dict[str, np.ndarray]:
@@ -260,6 +270,8 @@ def drop_claims(t, measured_loss, eps, predicted, tol_abs: float, what: str,
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """The GD exponent over seeds with its bootstrap CI beside the predictions; the crossover counts."""
+    check_runs(run_ds, {"seeds": {"experiment_kind": KIND, "eps": cfg["eps"]},
+                        "crossover": {"experiment_kind": KIND, "eps": cfg["crossover_eps"]}})
     tol = cfg["tolerances"]
     factor = float(tol["safety_factor"])
     sf = fit_seeds(run_ds["seeds"], theory_ds, float(structure_ds["min_loss"]), cfg["n_boot"])

@@ -47,6 +47,7 @@ import xarray as xr
 
 from nqf.config import ConfigError
 from nqf.experiments.fits import fourier_powerlaw as fits
+from nqf.experiments.matching import check_runs
 from nqf.fourier_modes import designed_coefficients, fourier_features, lv_from_grid, predicted_windows
 from nqf.losses import flow_lr
 from nqf.training import log_step_grid, train
@@ -353,4 +354,8 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
 def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """Fitted exponents with bootstrap intervals beside the predictions, window sensitivity, the
     raw MLP's power-law test, the Fourier MLP's departure from its NQF, and the claims."""
+    check_runs(run_ds, {**{run: {"experiment_kind": KIND, "eps": theory_ds.attrs.get("eps"), "lr": theory_ds.attrs.get("lr"),
+                               "theta": theory_ds["theta"].values, "seeds": theory_ds["seed"].values}
+                         for run in ("fourier_mlp", "nqf")},
+                      "raw_mlp": {"experiment_kind": KIND, "eps": theory_ds.attrs.get("eps")}})
     return fits.fit(structure, theory_ds, run_ds, cfg)

@@ -57,6 +57,7 @@ import xarray as xr
 
 from nqf.config import ConfigError
 from nqf.experiments.fits import init_scaling as fits
+from nqf.experiments.matching import check_runs
 from nqf.ignition import predicted_ignition_times, predicted_seed_scatter
 from nqf.mode_theory import ordered_seed_scatter, reduce_modes, slope_fit
 from nqf.training import train
@@ -76,6 +77,10 @@ STAGE_KEYS = {
     "fit": ("eps", "loss", "lr", "tolerances"),
     "figure": ("description", "eps"),
 }
+
+
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+RUN_ID_KEYS = ("architectures",)
 
 
 def runs(cfg: dict) -> list[str]:
@@ -295,4 +300,6 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """Fitted slopes and seed scatter per architecture and mode beside the predictions, with claims."""
+    check_runs(run_ds, {a: {"experiment_kind": KIND, "architecture": a, "eps": cfg["eps"], "lr": cfg["lr"],
+                            "loss": cfg["loss"]} for a in theory_ds["architecture"].values})
     return fits.fit(structure, theory_ds, run_ds, cfg)

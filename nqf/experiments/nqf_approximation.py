@@ -39,6 +39,7 @@ import xarray as xr
 
 from nqf.architectures import higher_order, title, unit_input_dim
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
+from nqf.experiments.matching import check_runs
 from nqf.spectra import deviation
 
 if TYPE_CHECKING:
@@ -65,6 +66,10 @@ STAGE_KEYS = {
 
 def run_id(arch: str, optimizer: str) -> str:
     return f"{arch}_{optimizer}"
+
+
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+RUN_ID_KEYS = ("architectures", "optimizers")
 
 
 def runs(cfg: dict) -> list[str]:
@@ -256,6 +261,9 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """D per architecture x optimizer x eps x seed, and the two claims of Figure 2 (the
     small-init one within its error budget, the large-init one a bound; module docstring)."""
+    check_runs(run_ds, {run_id(a, o): {"experiment_kind": KIND, "architecture": a, "optimizer": o, "eps": cfg["eps"],
+                                         "singular_values": cfg["singular_values"]}
+                          for a in cfg["architectures"] for o in cfg["optimizers"]})
     archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
     scales = np.asarray(cfg["eps"], float)
     s = np.asarray(cfg["singular_values"], float)

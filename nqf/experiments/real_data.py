@@ -33,6 +33,7 @@ from nqf.architectures import title
 from nqf.config import ConfigError
 from nqf.datasets import load_digit_task
 from nqf.experiments.fits import real_data as fits
+from nqf.experiments.matching import check_runs
 from nqf.training import train
 
 if TYPE_CHECKING:
@@ -53,6 +54,10 @@ STAGE_KEYS = {
     "fit": ("architectures", "n_test", "threshold", "floor_fraction", "tolerances"),
     "figure": ("description", "architectures", "dataset", "preprocessing", "n_train", "eps", "optimizer", "lr"),
 }
+
+
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+RUN_ID_KEYS = ("architectures",)
 
 
 def runs(cfg: dict) -> list[str]:
@@ -82,7 +87,33 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     elif not cfg.get("path"):
         problems.append(("path", "dataset mnist_npz reads a local .npz; set path to it (x_train, y_train, "
                                  "x_test, y_test)."))
+    else:
+        from nqf.experiments.npz_check import npz_problems
+
+        found, shape = npz_problems(cfg["path"], n_total, cfg["n_test"])
+        problems += found
+        kernel = cfg["sizes"]["cnn"]["kernel"]
+        if shape and "cnn" in cfg["architectures"] and any(k > n for k, n in zip(kernel, shape)):
+            problems.append(("sizes.cnn.kernel", f"kernel {kernel} does not fit the {shape[0]}x{shape[1]} images "
+                                                  f"of {cfg['path']}; use at most {list(shape)}."))
     return problems
+
+
+def estimate(cfg: dict) -> dict:
+    """The largest run (nqf.experiments.machine): the images (train and test, float64, 28x28 for
+    MNIST, as the data stage holds them) and the recorded trajectories of every seed; the module
+    and its NQF themselves are small (p weights of a few hundred units)."""
+    from nqf.experiments.machine import generic_estimate
+
+    side = 8 if cfg["dataset"] == "digits8x8" else 28
+    n = max(n_train_of(cfg, a) for a in cfg["architectures"]) + int(cfg["n_test"])
+    loss = generic_estimate(cfg)
+    return {"bytes": 8 * 3 * n * side * side + 4 * loss["bytes"], "key": "n_train",
+            "what": f"{n} images of {side}x{side}", "steps": _largest_steps(cfg)}
+
+
+def _largest_steps(cfg: dict) -> int:
+    return max(int(cfg["steps"][a]) for a in cfg["architectures"])
 
 
 def run_config(cfg: dict, run: str) -> dict:
@@ -309,4 +340,6 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     module and its NQF (seed means), up to the step at which the NQF reaches its least-squares
     floor (beyond it the NQF cannot follow a module that keeps learning); the steps where they
     part are reported beside it."""
+    check_runs(run_ds, {a: {"experiment_kind": KIND, "architecture": a, "n_test": cfg["n_test"]}
+                          for a in cfg["architectures"]})
     return fits.fit(structure_ds, theory_ds, run_ds, cfg)

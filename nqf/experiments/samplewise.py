@@ -33,6 +33,7 @@ import xarray as xr
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import ErrorBudget, claims_dataset, lv_from_structure
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
+from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times, level_crossing
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv
@@ -44,6 +45,15 @@ STAGE_KEYS = {"data": ("y", "entries"), **GD_RUN_STAGE_KEYS}
 
 def runs(cfg: dict) -> list[str]:
     return ["gd"]
+
+
+def estimate(cfg: dict) -> dict:
+    """The run (nqf.experiments.machine): W = sqrt(eps) I of p x p (p = m K), its gradient and M,
+    the data's m x p diagonals and the recorded outputs."""
+    m, K, n = len(cfg["y"]), len(cfg["entries"]), int(cfg["n_record"])
+    p = m * K
+    return {"bytes": 8 * (6 * p * p + m * p + 2 * n * m), "key": "entries",
+            "what": f"W of {p}x{p} ({m} samples x {K} entries)", "steps": int(cfg["steps"])}
 
 
 def make_data(cfg: dict) -> xr.Dataset:
@@ -111,6 +121,7 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
 def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """Measured sample ignitions, total-loss drops and output trajectories beside Eq. 36, the
     drops' offsets from Eq. 47, with claims whose tolerances come from the run's error budget."""
+    check_runs(run_ds, {"gd": {"experiment_kind": KIND, "eps": cfg["eps"], "lr": cfg["lr"], "loss": cfg["loss"]}})
     factor = float(cfg["tolerances"]["safety_factor"])
     gd = run_ds["gd"].isel(seed=0)
     t = gd["time"].values  # the Eq. 26 flow clock, whatever the loss convention

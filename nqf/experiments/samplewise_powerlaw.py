@@ -31,6 +31,7 @@ import xarray as xr
 
 from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import claims_dataset
+from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import SHIFTS, exponent_claims, exponent_variables, fit_seeds, seeded_init, train_loss_only
 from nqf.losses import flow_lr
 from nqf.scaling import predict_exponent
@@ -55,6 +56,13 @@ ASYMPTOTIC_SOURCE = "Theorem 11 (sample-wise power law): L(tau) = Theta(tau^-(2 
 def runs(cfg: dict) -> list[str]:
     """One run: all seeds as replicas of one tensor program."""
     return ["seeds"]
+
+
+def estimate(cfg: dict) -> dict:
+    """The run (nqf.experiments.machine): the data's m x mK diagonals and W of seeds x mK x width."""
+    m, K, d, S = int(cfg["m"]), len(cfg["entries"]), int(cfg["width"]), len(cfg["seeds"])
+    return {"bytes": 8 * (2 * m * m * K + 4 * S * m * K * d), "key": "m",
+            "what": f"the {m}x{m * K} diagonals of {m} samples x {K} entries", "steps": int(cfg["steps"])}
 
 
 def design(m: int, gamma1: float, gamma2: float, zeta1: float, entries) -> dict[str, np.ndarray]:
@@ -206,6 +214,8 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """The GD exponent over seeds with its bootstrap CI beside the predictions."""
+    check_runs(run_ds, {"seeds": {"experiment_kind": KIND, "eps": theory_ds.attrs.get("eps"),
+                                  "beta0": theory_ds.attrs.get("beta0")}})
     sf = fit_seeds(run_ds["seeds"], theory_ds, float(structure_ds["min_loss"]), cfg["n_boot"])
     claims = exponent_claims(theory_ds, sf.fit, sf.shifted, sf.shifted_half, h=sf.h, rates=theory_ds["zeta"].values,
                              factor=float(cfg["tolerances"]["safety_factor"]), what="GD loss",

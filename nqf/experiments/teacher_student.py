@@ -43,6 +43,7 @@ import xarray as xr
 
 from nqf.architectures import title
 from nqf.experiments.common import Claim, claims_dataset, per_arch_dataset, teacher_generator
+from nqf.experiments.matching import check_runs
 from nqf.losses import flow_lr
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ STAGE_KEYS = {
     "fit": ("architectures", "threshold", "sustain_steps", "tolerances"),
     "figure": ("description", "architectures", "loss", "threshold", "sustain_steps"),
 }
+
+
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+RUN_ID_KEYS = ("architectures",)
 
 
 def runs(cfg: dict) -> list[str]:
@@ -237,6 +242,8 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     """Figure 6 judged as the paper compares (loss curves with seed bands), per architecture:
     sustained loss parting, band separation and the paper's claim; the output parting step per
     seed (this project's measure) and the NQF's predicted ignition step beside them."""
+    check_runs(run_ds, {a: {"experiment_kind": KIND, "architecture": a, "threshold": cfg["threshold"]}
+                          for a in cfg["architectures"]})
     archs, tol = list(cfg["architectures"]), cfg["tolerances"]
     n_agree, sustain, thr = int(tol["min_agree_steps"]), int(cfg["sustain_steps"]), float(cfg["threshold"])
     seeds = run_ds[archs[0]]["seed"].values

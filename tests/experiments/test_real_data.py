@@ -207,6 +207,42 @@ def test_cross_key_checks_name_the_key():
             check_config(cfg(**over))
 
 
+def test_a_local_npz_is_checked_before_any_job(tmp_path):
+    """dataset mnist_npz: the path, its readability and the arrays' headers are checked at config
+    time, each problem in one sentence naming the key (the loader refused them only in the data job)."""
+    from nqf.config import ConfigError
+    from nqf.experiments import check_config
+
+    rng = np.random.default_rng(0)
+    good = dict(x_train=rng.random((40, 10, 10)), y_train=np.arange(40) % 10, x_test=rng.random((20, 100)),
+                y_test=np.arange(20) % 10)
+    np.savez(tmp_path / "good.npz", **good)
+    np.savez(tmp_path / "nokeys.npz", x_train=good["x_train"])
+    np.savez(tmp_path / "labels.npz", **{**good, "y_train": np.arange(39)})
+    np.savez(tmp_path / "pixels.npz", **{**good, "x_test": rng.random((20, 99))})
+    (tmp_path / "text.npz").write_text("not a zip")
+    (tmp_path / "folder.npz").mkdir()
+
+    def cfg(name, **over):
+        exp = {"kind": "real_data", "dataset": "mnist_npz", "path": str(tmp_path / name), "n_train": 30,
+               "n_test": 10, "sizes": {"cnn": {"kernel": [5, 5], "width": 2}}, **over}
+        return validate_config({"device": "cpu", "experiments": {"rd": exp}})
+
+    check_config(cfg("good.npz"))
+    for name, over, message in [
+            ("missing.npz", {}, r"'rd.path': '.*missing.npz' does not exist; set path to a local MNIST .npz"),
+            ("folder.npz", {}, r"'rd.path': '.*folder.npz' is not a readable file"),
+            ("text.npz", {}, r"'rd.path': '.*text.npz' is not an .npz file of arrays \(BadZipFile\)"),
+            ("nokeys.npz", {}, r"'rd.path': '.*nokeys.npz' lacks the arrays y_train, x_test, y_test"),
+            ("labels.npz", {}, r"'rd.path': y_train in labels.npz has shape \(39,\) for 40 images in x_train"),
+            ("pixels.npz", {}, r"'rd.path': x_test in pixels.npz has shape \(20, 99\); it must be \(n, H, W\)"),
+            ("good.npz", {"n_train": 50}, r"'rd.n_train': asks for 50 images but x_train in good.npz has 40"),
+            ("good.npz", {"sizes": {"cnn": {"kernel": [11, 11], "width": 2}}},
+             r"'rd.sizes.cnn.kernel': kernel \[11, 11\] does not fit the 10x10 images")]:
+        with pytest.raises(ConfigError, match=r"^Config key 'experiments\." + message[1:]):
+            check_config(cfg(name, **over))
+
+
 def test_per_architecture_training_sets():
     """n_train as a mapping: the data file holds the largest count and each architecture trains on
     the first n_train[arch] images of it (targets sliced alike); the structure stage's floor uses

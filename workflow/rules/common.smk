@@ -5,12 +5,14 @@
 # evaluating a YTE template): nqf reads those files again itself, strictly (nqf.config_files), with
 # the --config overrides on top, and uses only that reading. A config file is code to Snakemake
 # (README, "Security"): run only configs you trust.
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from nqf import experiments as nqf_experiments
 from nqf.config import ConfigError, load_workflow_config, validate_config
+from nqf.experiments.machine import cluster_executor
 
 DEFAULT_CONFIG = Path(workflow.basedir) / "config" / "config.yaml"
 
@@ -19,7 +21,11 @@ try:
                                 workflow.config_settings.config,  # --config key=value, parsed
                                 DEFAULT_CONFIG)
     _validated = validate_config(_raw)
-    nqf_experiments.check_config(_validated)
+    # A cluster job re-parses this file on its node, where it runs: the device and memory checks
+    # hold there; the main process checks them only when its jobs run on this machine (a login
+    # node without a GPU may submit device: cuda to GPU nodes).
+    nqf_experiments.check_config(_validated, jobs_run_here=workflow.remote_exec
+                                 or cluster_executor(sys.argv, workflow.basedir) is None)
 except ConfigError as _exc:
     raise WorkflowError(f"Invalid configuration: {_exc}") from None
 config.clear()

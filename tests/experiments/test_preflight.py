@@ -1,0 +1,109 @@
+"""Refusals that used to come late, with a traceback, after other jobs had run, made before any
+job starts (check_config): a CUDA device this machine lacks, competition's lam and y that do not
+fit together, runs far beyond the machine's memory or step budget. Config-level only."""
+import pytest
+import torch
+
+from nqf import experiments as E
+from nqf.config import ConfigError, validate_config
+from nqf.experiments import machine
+
+from helpers import ROOT
+
+
+def _checked(exp: dict, **top):
+    cfg = validate_config({"experiments": {"x": exp}, **top})
+    E.check_config(cfg)
+    return cfg
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_refused_where_the_jobs_run():
+    with pytest.raises(ConfigError, match=r"^Config key 'device' is 'cuda' but torch sees no CUDA device on this "
+                                          r"machine; use auto \(CUDA where present, else the CPU\) or cpu\.$"):
+        _checked({"kind": "featurewise"}, device="cuda")
+    # jobs submitted to a cluster: the node that runs them checks (it re-parses the Snakefile)
+    cfg = validate_config({"experiments": {"x": {"kind": "featurewise"}}, "device": "cuda"})
+    E.check_config(cfg, jobs_run_here=False)
+    _checked({"kind": "featurewise"}, device="auto")
+
+
+def test_the_executor_comes_from_the_command_line_or_the_profile():
+    assert machine.cluster_executor(["snakemake", "--executor", "slurm"], ROOT) == "slurm"
+    assert machine.cluster_executor(["snakemake", "-e", "slurm"], ROOT) == "slurm"
+    assert machine.cluster_executor(["snakemake", "--executor=local"], ROOT) is None
+    assert machine.cluster_executor(["snakemake", "--workflow-profile", str(ROOT / "profiles" / "slurm")], ROOT) == "slurm"
+    assert machine.cluster_executor(["snakemake", "--cores", "2"], ROOT) is None  # profiles/default: local
+    assert machine.cluster_executor(["snakemake", "-e", "dryrun"], ROOT) is None
+
+
+def test_competition_lam_rows_must_be_one_rectangle_with_a_row_per_target():
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.lam': rows must all have the same length "
+                                          r"\(one eigenvalue per mode\); row 0 has 3 entries, row 2 has 2\.$"):
+        _checked({"kind": "competition", "lam": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0]]})
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.lam': has 3 rows but y has 2 targets"):
+        _checked({"kind": "competition", "y": [1.0, 0.5]})
+    _checked({"kind": "competition"})
+
+
+def test_a_run_far_beyond_the_memory_is_refused_with_its_size():
+    """featurewise with 4096 modes records M = 4096^2 x n_record float64 numbers."""
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.n_record': experiment x would hold 26.8 TB "
+                                          r"in one run \(4096 modes: M of 4096x4096 at 100000 recorded steps, "
+                                          r"float64\); this machine has .*B \(set NQF_MAX_MEMORY_GB"):
+        _checked({"kind": "featurewise", "r": [1.0] * 4096, "n_record": 100000})
+
+
+@pytest.mark.parametrize("exp, key", [
+    ({"kind": "competition", "lam": [[1.0] * 1024] * 3, "n_record": 100000}, "n_record"),
+    ({"kind": "collapse", "r": [1.0] * 256, "n_record": 100000, "seeds": list(range(64))}, "n_record"),
+    ({"kind": "samplewise", "y": [1.0] * 1024, "entries": [1.0] * 64}, "entries"),
+    ({"kind": "samplewise_powerlaw", "m": 100000, "entries": [1.0] * 16}, "m"),
+    ({"kind": "featurewise_powerlaw", "m": 100000}, "m"),
+])
+def test_each_kind_estimate_refuses_its_absurd_sizes(exp, key):
+    """Measured against a 64 GB machine, whatever runs the tests."""
+    cfg = validate_config({"experiments": {"x": exp}})["experiments"]["x"]
+    problems = machine.size_problems("x", cfg, E.kind_of(cfg), limit=64e9)
+    assert problems and problems[0][0] == key and "would hold" in problems[0][1]
+
+
+def test_steps_that_follow_from_a_tiny_lr_are_refused():
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.lr': experiment x would train 1.66e\+11 steps "
+                                          r"in one run \(tau_max ln\(1/eps\) / \(c lr\) at eps 1e-16, lr 1e-09\)"):
+        _checked({"kind": "competition", "lr": 1e-9})
+
+
+def test_the_memory_limit_can_be_set(monkeypatch):
+    monkeypatch.setenv(machine.MEMORY_ENV, "0.000001")  # 1 kB
+    with pytest.raises(ConfigError, match="this machine has 1 kB"):
+        _checked({"kind": "featurewise"})
+    monkeypatch.delenv(machine.MEMORY_ENV)
+    _checked({"kind": "featurewise"})
+
+
+def test_every_kind_has_an_estimate_of_the_default_size():
+    for kind in E.KINDS:
+        cfg = validate_config({"experiments": {"x": {"kind": kind}}})["experiments"]["x"]
+        est = machine.estimate(E.kind_of(cfg), cfg)
+        assert est["bytes"] > 0 and est["steps"] >= 1 and est["what"]
+
+
+@pytest.mark.parametrize("exp, bound", [
+    ({"kind": "featurewise", "lr": 2.1}, "2"),  # C = I, r_1 = 1: the Hessian at saturation has eigenvalue 1
+    ({"kind": "collapse", "lr": 3.0}, "2"),
+    ({"kind": "competition", "lr": 1.0}, "0.75"),
+])
+def test_an_lr_beyond_gd_stability_is_refused(exp, bound):
+    """Where C and the end point follow from the config, an lr at which GD cannot settle (it
+    oscillates: featurewise at lr 2.1 ends in a 2-cycle of mode 1) is refused before any job."""
+    with pytest.raises(ConfigError, match=rf"^Config key 'experiments.x.lr': is {exp['lr']:g}, a flow step c lr = "
+                                          rf"{exp['lr']:g} \(loss mean\) at or above {bound}, the largest at which "
+                                          rf"gradient descent can settle at the minimum .*; use lr below {bound}\.$"):
+        _checked(exp)
+    _checked({**exp, "lr": 0.9 * float(bound)})
+
+
+def test_the_stability_bound_is_in_the_units_of_the_loss_convention():
+    with pytest.raises(ConfigError, match=r"is 0.5, a flow step c lr = 1.5 \(loss sum\) .* use lr below 0.25\.$"):
+        _checked({"kind": "competition", "lr": 0.5, "loss": "sum"})

@@ -17,7 +17,8 @@ summary, exit 0) or end in a numpy traceback that names no file. :func:`open_sta
   (``on_divergence: record``, attribute ``diverged``) is exempt: its NaN is the record. Theory
   and fit files are not checked for finiteness: NaN and inf are how they say "never ignites",
   "no power law" or "not measured", and a failing claim row is their verdict;
-* the claim variables of a fit file;
+* the claim variables of a fit file, and that no claim is marked passed without a finite
+  measurement and a prediction (what Claim.passed requires);
 
 and :func:`check_derived` checks that a file and the file it is derived from agree in the size of
 every dimension they share (theory against structure). A file that fails raises
@@ -137,7 +138,19 @@ def claim_problems(ds: xr.Dataset) -> list[str]:
     if missing:
         return [f"it lacks the claim variable(s) {', '.join(missing)}"]
     odd = [v for v in CLAIM_VARIABLES if ds[v].dims != ("claim",)]
-    return [f"its claim variable(s) {', '.join(odd)} are not along 'claim'"] if odd else []
+    if odd:
+        return [f"its claim variable(s) {', '.join(odd)} are not along 'claim'"]
+    passed = np.asarray(ds["claim_passed"].values)
+    if not np.isin(passed, (0, 1)).all():
+        return ["its claim_passed holds values other than 0 and 1"]
+    # a claim passes only on a finite measurement compared with a prediction (Claim.passed)
+    hollow = passed.astype(bool) & ~(np.isfinite(ds["claim_measured"].values.astype(float))
+                                     & ~np.isnan(ds["claim_predicted"].values.astype(float)))
+    if hollow.any():
+        i = int(np.nonzero(hollow)[0][0])
+        return [f"claim {i} ({_short(str(ds['claim_quantity'].values[i]))}) is marked passed without a finite "
+                f"measured and predicted value"]
+    return []
 
 
 def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = None) -> list[str]:

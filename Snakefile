@@ -11,6 +11,7 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/housekeeping.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/structure.smk"
 include: "workflow/rules/train.smk"

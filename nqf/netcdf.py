@@ -4,13 +4,17 @@ Every file nqf writes is a self-describing xarray Dataset: CF attributes on vari
 (``units``, ``long_name``), global ``Conventions``/``title``/``source``/``history`` and
 provenance (nqf version, git commit, the config that produced it, package versions).
 Writes are atomic: the Dataset goes to a temporary file in the destination folder and is
-moved into place with ``os.replace``, so a killed job never leaves a file that looks finished.
+moved into place with ``os.replace``, so a killed job never leaves a file that looks finished;
+the temporary file's name holds the writer's pid and host, so that the next run can remove the
+leftover of a killed writer (nqf.results_check).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import os
+import re
+import socket
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -22,6 +26,10 @@ import numpy as np
 import xarray as xr
 
 ENGINE = "netcdf4"
+# This machine's name as it appears in temporary file names (characters a file name may hold).
+HOST = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "localhost"
+# ``.<name>.<pid>@<host>.<random>.tmp``: the temporary file of an atomic write (:func:`_temporary`).
+TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)@(?P<host>[A-Za-z0-9.-]+)\.[A-Za-z0-9_]+\.tmp$")
 _PACKAGES = ("numpy", "scipy", "torch", "xarray", "netCDF4", "matplotlib", "snakemake")
 
 
@@ -94,6 +102,13 @@ def provenance(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return attrs
 
 
+def _temporary(path: Path) -> tuple[int, str]:
+    """A new hidden temporary file beside ``path`` whose name says who writes it,
+    ``.<name>.<pid>@<host>.<random>.tmp`` (:data:`TEMP_PATTERN`): a later run removes one whose
+    writer is dead (nqf.results_check) without touching one a running job still writes."""
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{HOST}.", suffix=".tmp", dir=path.parent)
+
+
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
                   config: Mapping[str, Any] | None = None, source: str | None = None) -> Path:
     """Write ``ds`` to ``path`` atomically, compressed, with CF and provenance attributes.
@@ -123,7 +138,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     })
     encoding = {name: {"zlib": True, "complevel": 4}
                 for name, var in ds.data_vars.items() if var.dtype.kind in "fiu"}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temporary(path)
     os.close(fd)
     try:
         ds.to_netcdf(tmp, engine=ENGINE, encoding=encoding)
@@ -139,7 +154,7 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write a text file atomically (temporary file in the same folder, then os.replace)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -39,13 +39,23 @@ def job(log_path: str | None, name: str):
 
 def set_aside(exc: ResultFileError) -> str:
     """Move an unusable input file under results/ aside (to ``<name>.unusable``), so that the next
-    snakemake call sees it missing and regenerates it; returns a sentence saying so."""
+    snakemake call sees it missing and regenerates it; returns a sentence saying so.
+
+    A file written after an earlier copy was set aside (its mtime is past the ``.unusable``'s
+    ctime, the moment of that move) is a regenerated file that is wrong again: the fault is then
+    in its rule or in the check, not in the file, and moving it aside again would only loop. It
+    stays in place and the sentence says so."""
     path = exc.path
-    if not (exc.unusable and path is not None and path.exists() and "results" in path.parts):
+    if not (exc.unusable and path is not None and (path.exists() or path.is_symlink())
+            and "results" in path.parts):
         return ""
     aside = path.with_name(path.name + ".unusable")
     try:
+        if aside.exists() and path.lstat().st_mtime > aside.lstat().st_ctime:
+            return (f" It was regenerated after an earlier copy was moved aside to {aside} and is wrong again, "
+                    f"so it is left in place: the rule that writes it (or this check) is at fault; please "
+                    f"report it (deleting both files retries once more).")
         os.replace(path, aside)
-    except OSError:
-        return ""
+    except OSError as err:
+        return f" It could not be moved aside ({err.strerror}); delete it by hand."
     return f" It was moved aside to {aside}, so the next snakemake call regenerates it."

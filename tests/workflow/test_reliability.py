@@ -82,3 +82,47 @@ def test_divergence_stops_or_is_recorded(tmp_path):
     rows = (tmp_path / "record" / "results" / "summary.csv").read_text().splitlines()
     assert len(rows) == 2 and "run gd diverged" in rows[1] and "False" in rows[1]
     assert (tmp_path / "record" / "results" / "figures" / "samplewise.png").exists()
+
+
+def test_wrong_files_and_leftovers_are_swept_and_regenerated(tmp_path):
+    """A run file that reads fine but holds NaN (rewritten, so its fit reruns), a zero-filled fit
+    file that kept its old mtime (nothing would read it) and the temporary file of a killed write:
+    the first call names the NaN run with its rule and moves both bad files aside, the second
+    regenerates them, bit for bit as before (issue 16)."""
+    import os
+    import shutil
+
+    import numpy as np
+
+    from nqf.netcdf import HOST, config_of, write_dataset
+
+    cfg = small_config(tmp_path, ids=("featurewise",))
+    work = tmp_path / "run"
+    assert snakemake(work, "--configfile", str(cfg), check=False).returncode == 0
+    clean = tmp_path / "clean"
+    shutil.copytree(work / "results", clean)
+    res = work / "results"
+    run, fit = res / "runs" / "featurewise" / "gd.nc", res / "fits" / "featurewise.nc"
+    with xr.open_dataset(run, engine="netcdf4") as ds:
+        ds = ds.load()
+    ds["loss"][..., -3:] = np.nan
+    write_dataset(ds.drop_attrs(), run, title=ds.attrs["title"], config=config_of(ds))
+    st = fit.stat()
+    fit.write_bytes(b"\0" * st.st_size)
+    os.utime(fit, ns=(st.st_atime_ns, st.st_mtime_ns))
+    stale = res / "runs" / "featurewise" / f".gd.nc.{2 ** 22 + 7}@{HOST}.abcd1234.tmp"
+    stale.write_bytes(b"x" * 1000)
+    first = snakemake(work, "--configfile", str(cfg), check=False)
+    text = first.stdout + first.stderr
+    assert first.returncode != 0 and "Traceback" not in text
+    assert "fits/featurewise.nc does not start with the HDF5/NetCDF signature (it is zero-filled)" in text
+    assert f"removed {stale.relative_to(work)}" in text and not stale.exists()
+    assert "runs/featurewise/gd.nc is readable but wrong: variable 'loss' holds 3 NaN" in text
+    assert "rule 'train'" in text and run.with_name("gd.nc.unusable").exists() and not run.exists()
+    again = snakemake(work, "--configfile", str(cfg), check=False)
+    assert again.returncode == 0, again.stderr[-3000:]
+    for path in clean.rglob("*.nc"):
+        with xr.open_dataset(path, engine="netcdf4") as a, \
+                xr.open_dataset(res / path.relative_to(clean), engine="netcdf4") as b:
+            xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
+    assert (clean / "summary.csv").read_text() == (res / "summary.csv").read_text()

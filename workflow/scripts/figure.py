@@ -2,25 +2,29 @@
 from pathlib import Path
 
 import csv
+import io
 
 from nqf.experiments import figure_of, merge_seed_blocks
 from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
 from nqf.experiments.divergence import divergence_figure, diverged_runs
 from nqf.experiments.jobs import job
-from nqf.netcdf import open_result
+from nqf.experiments.validate import open_stage
+from nqf.netcdf import write_text
 
 cfg, style = snakemake.params.cfg, snakemake.params.style  # noqa: F821
+exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821
 paths = [snakemake.output.pdf, snakemake.output.png]  # noqa: F821
 with job(snakemake.log[0], "figure"):  # noqa: F821
-    theory = open_result(snakemake.input.theory, made_by="theory")  # noqa: F821
-    fit = open_result(snakemake.input.fit, made_by="fit")  # noqa: F821
-    runs = merge_seed_blocks({Path(p).stem: open_result(p, made_by="train")  # noqa: F821
+    theory = open_stage(snakemake.input.theory, "theory", exp_cfg)  # noqa: F821
+    fit = open_stage(snakemake.input.fit, "fit", exp_cfg)  # noqa: F821
+    runs = merge_seed_blocks({Path(p).stem: open_stage(p, "train", exp_cfg)  # noqa: F821
                               for p in snakemake.input.runs})  # noqa: F821
     if diverged_runs(runs):
         divergence_figure(runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
     else:
         figure_of(cfg)(theory, fit, runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
-    with open(snakemake.output.claims, "w", newline="") as fh:  # noqa: F821
-        writer = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
-        writer.writeheader()
-        writer.writerows(summary_rows(snakemake.wildcards.exp, fit))  # noqa: F821
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
+    writer.writeheader()
+    writer.writerows(summary_rows(snakemake.wildcards.exp, fit))  # noqa: F821
+    write_text(snakemake.output.claims, buffer.getvalue())  # noqa: F821

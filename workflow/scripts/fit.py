@@ -5,13 +5,16 @@ from nqf.experiments import kind_of, merge_seed_blocks, reading_of
 from nqf.experiments.common import with_reading
 from nqf.experiments.divergence import divergence_fit, diverged_runs
 from nqf.experiments.jobs import job
-from nqf.netcdf import open_result, write_dataset
+from nqf.experiments.validate import check_derived, open_stage
+from nqf.netcdf import write_dataset
 
 cfg = snakemake.params.cfg  # noqa: F821
+exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821
 with job(snakemake.log[0], "fit") as log:  # noqa: F821
-    structure = open_result(snakemake.input.structure, made_by="structure")  # noqa: F821
-    theory = open_result(snakemake.input.theory, made_by="theory")  # noqa: F821
-    runs = merge_seed_blocks({Path(p).stem: open_result(p, made_by="train")  # noqa: F821
+    structure = open_stage(snakemake.input.structure, "structure", exp_cfg)  # noqa: F821
+    theory = open_stage(snakemake.input.theory, "theory", exp_cfg)  # noqa: F821
+    check_derived(structure, theory, snakemake.input.theory, "theory")  # noqa: F821
+    runs = merge_seed_blocks({Path(p).stem: open_stage(p, "train", exp_cfg)  # noqa: F821
                               for p in snakemake.input.runs})  # noqa: F821
     if diverged_runs(runs):
         log.warning("runs %s diverged: fit skipped, one failing summary row each", sorted(diverged_runs(runs)))

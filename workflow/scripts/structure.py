@@ -1,12 +1,14 @@
 """Rule structure: Lotka-Volterra reduction and A(x) statistics from the data file."""
 from nqf.experiments import has_own_structure, structure_of
 from nqf.experiments.jobs import job
-from nqf.netcdf import open_result, write_dataset
+from nqf.experiments.validate import open_stage
+from nqf.netcdf import write_dataset
 
 cfg = snakemake.params.cfg  # noqa: F821
+exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821
 with job(snakemake.log[0], "structure"):  # noqa: F821
     # the generic reduction needs the targets; a kind's own structure checks what it reads
     require = () if has_own_structure(cfg) else ("y",)
-    data = open_result(snakemake.input[0], made_by="data", require=require)  # noqa: F821
+    data = open_stage(snakemake.input[0], "data", exp_cfg, require=require)  # noqa: F821
     write_dataset(structure_of(data, cfg), snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf structure statistics of experiment {snakemake.wildcards.exp}")  # noqa: F821

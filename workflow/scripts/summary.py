@@ -1,24 +1,22 @@
 """Rule summary: results/summary.csv, one row per checked claim."""
 import csv
-import os
-import tempfile
-from pathlib import Path
+import io
 
 from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
 from nqf.experiments.jobs import job
-from nqf.netcdf import open_result
+from nqf.experiments.validate import open_stage
+from nqf.netcdf import write_text
 
+experiments = snakemake.config["experiments"]  # noqa: F821
 with job(snakemake.log[0], "summary") as log:  # noqa: F821
     rows = []
     for exp, path in zip(snakemake.params.experiments, snakemake.input):  # noqa: F821
-        rows += summary_rows(exp, open_result(path, made_by="fit"))
-    out = Path(snakemake.output[0])  # noqa: F821
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    with os.fdopen(fd, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, out)
+        rows += summary_rows(exp, open_stage(path, "fit", experiments[exp]))
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(snakemake.output[0], buffer.getvalue())  # noqa: F821
     failed = [r for r in rows if not r["passed"]]
     log.info("%d claims checked, %d passed, %d failed", len(rows), len(rows) - len(failed), len(failed))
     for r in failed:

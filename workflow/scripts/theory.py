@@ -1,11 +1,13 @@
 """Rule theory: predictions from the structure statistics alone (no training)."""
 from nqf.experiments import kind_of
 from nqf.experiments.jobs import job
-from nqf.netcdf import open_result, write_dataset
+from nqf.experiments.validate import open_stage
+from nqf.netcdf import write_dataset
 
 cfg = snakemake.params.cfg  # noqa: F821
+exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821
 with job(snakemake.log[0], "theory"):  # noqa: F821
-    structure = open_result(snakemake.input[0], made_by="structure", require=("r", "C"))  # noqa: F821
+    structure = open_stage(snakemake.input[0], "structure", exp_cfg, require=("r", "C"))  # noqa: F821
     ds = kind_of(cfg).theory(structure, cfg)
     write_dataset(ds, snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf theory of experiment {snakemake.wildcards.exp}")  # noqa: F821

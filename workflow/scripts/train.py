@@ -13,6 +13,7 @@ import torch
 from nqf.experiments import kind_of, split_run_id
 from nqf.experiments.divergence import diverged_run, stable_lr_clause, structure_for_hint
 from nqf.experiments.jobs import job
+from nqf.experiments.validate import open_stage
 from nqf.netcdf import open_result, write_dataset
 from nqf.training import TrainingDiverged
 
@@ -22,7 +23,7 @@ base, block = split_run_id(snakemake.config["experiments"][snakemake.wildcards.e
 title = f"nqf training run {run} of experiment {snakemake.wildcards.exp}"  # noqa: F821
 torch.set_num_threads(max(1, snakemake.threads))  # noqa: F821
 with job(snakemake.log[0], "train") as log:  # noqa: F821
-    data = open_result(snakemake.input[0], made_by="data")  # noqa: F821
+    data = open_stage(snakemake.input[0], "data", snakemake.config["experiments"][snakemake.wildcards.exp])  # noqa: F821
     try:
         ds = kind_of(cfg).train_run(data, cfg, base, device=snakemake.config["device"])  # noqa: F821
     except TrainingDiverged as exc:

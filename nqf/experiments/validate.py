@@ -1,0 +1,200 @@
+"""Semantic checks of an intermediate result file on read: readable is not enough.
+
+:func:`nqf.netcdf.open_result` refuses files that cannot be read or were not written by nqf. A
+file can read fine and still be wrong: a stale file of another configuration (copied over, or
+kept by ``--rerun-triggers mtime``), a NaN in a data matrix or in a run's loss, a theory file with
+fewer modes than the structure it claims to come from. Each would be consumed (NaN in the
+summary, exit 0) or end in a numpy traceback that names no file. :func:`open_stage` checks
+
+* provenance: the config stored in the file (``config_json``) equals the config the rule that
+  makes it is handed now, in the keys that stage reads (what Snakemake's params compare, so a
+  normal params change reruns the producer first and never trips this);
+* coordinates that a config list defines (``seed`` = ``seeds``, ``eps`` = ``eps``, ...) hold
+  exactly that list;
+* finite values: every float variable of a data, structure or run file is finite, except those
+  a kind declares as holding NaN/inf on purpose (:data:`NONFINITE`: padding of ragged records,
+  losses after a divergence the kind tolerates). A run recorded as diverged
+  (``on_divergence: record``, attribute ``diverged``) is exempt: its NaN is the record. Theory
+  and fit files are not checked for finiteness: NaN and inf are how they say "never ignites",
+  "no power law" or "not measured", and a failing claim row is their verdict;
+* the claim variables of a fit file, and that no claim is marked passed without a finite
+  measurement and a prediction (what Claim.passed requires);
+
+and :func:`check_derived` checks that a file and the file it is derived from agree in the size of
+every dimension they share (theory against structure). A file that fails raises
+:class:`~nqf.netcdf.ResultFileError` with ``unusable=True``, naming the file and its rule; the
+workflow job moves it aside (:func:`nqf.experiments.jobs.set_aside`) and the next snakemake call
+regenerates it, as for a truncated file.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from nqf.netcdf import ResultFileError, config_of, open_result
+
+# The stage of each results/ folder, and the workflow rule that writes it.
+RULES = {"data": "data", "structure": "structure", "train": "train", "theory": "theory", "fit": "fit"}
+# Stages whose float variables must be finite (theory and fit use NaN/inf as markers).
+FINITE_STAGES = ("data", "structure", "train")
+# (kind, stage) -> variable name patterns that may hold NaN/inf by design, with why.
+NONFINITE: dict[tuple[str, str], dict[str, str]] = {
+    ("real_data", "structure"): {"s_ls": "NaN beyond an architecture's number of modes",
+                                 "r": "NaN beyond an architecture's number of modes",
+                                 "C": "NaN beyond an architecture's number of modes"},
+    ("fourier_powerlaw", "train"): {"loss": "NaN beyond a theta's steps", "coef": "NaN beyond a theta's steps",
+                                    "u": "NaN beyond a theta's steps", "z": "NaN beyond a theta's steps",
+                                    "tanh_argument": "NaN beyond a theta's steps"},
+    ("teacher_student", "train"): {"batch_loss_*": "NaN where no minibatch was drawn (step 0)"},
+    ("deep", "train"): {"train_*": "NaN after a divergence the kind records as a failed escape",
+                        "test_*": "NaN after a divergence", "truncation": "NaN after a divergence"},
+}
+# coordinate -> the config key whose list it holds, where the stage's config has that key as a list
+COORD_KEYS = {"seed": "seeds", "eps": "eps", "architecture": "architectures", "arch": "architectures",
+              "optimizer": "optimizers", "theta": "thetas"}
+CLAIM_VARIABLES = ("claim_quantity", "claim_predicted", "claim_measured", "claim_passed")
+
+
+def expected_config(exp_cfg: Mapping, stage: str, run: str | None = None) -> dict:
+    """The config the rule making a ``stage`` file is handed now (the run's own for ``train``)."""
+    from nqf.experiments import run_config, stage_config
+
+    cfg = run_config(dict(exp_cfg), run) if stage == "train" else stage_config(dict(exp_cfg), stage)
+    return json.loads(json.dumps(dict(cfg), sort_keys=True, default=str))
+
+
+def _short(value, limit: int = 60) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def config_problems(ds: xr.Dataset, expected: Mapping) -> list[str]:
+    """Keys whose value in the file's stored config differs from ``expected`` (one sentence)."""
+    try:
+        stored = config_of(ds)
+    except (TypeError, ValueError):
+        return ["its stored config (attribute config_json) is not valid JSON"]
+    keys = sorted(set(stored) | set(expected))
+    diff = [k for k in keys if stored.get(k, "<absent>") != expected.get(k, "<absent>")]
+    if not diff:
+        return []
+    k = diff[0]
+    more = f" (and {len(diff) - 1} more key(s))" if len(diff) > 1 else ""
+    return [f"it was made for another configuration: key '{k}' is {_short(stored.get(k, '<absent>'))} in the "
+            f"file and {_short(expected.get(k, '<absent>'))} in the config{more}"]
+
+
+def _allowed(kind: str, stage: str, name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pat) for pat in NONFINITE.get((kind, stage), {}))
+
+
+def finite_problems(ds: xr.Dataset, stage: str, kind: str) -> list[str]:
+    """Float variables (and coordinates) holding NaN or inf that the stage requires finite."""
+    if stage not in FINITE_STAGES or (stage == "train" and int(ds.attrs.get("diverged", 0))):
+        return []
+    out = []
+    for name, var in ds.variables.items():
+        if var.dtype.kind not in "fc" or _allowed(kind, stage, str(name)):
+            continue
+        bad = ~np.isfinite(var.values)
+        if bad.any():
+            first = dict(zip(var.dims, (int(i[0]) for i in np.nonzero(bad))))
+            where = f" (first at {', '.join(f'{d}={i}' for d, i in first.items())})" if first else ""
+            out.append(f"variable '{name}' holds {int(bad.sum())} NaN/inf value(s) of {var.size}{where}")
+    return out
+
+
+def _as_list(value) -> list:
+    return [v.item() if isinstance(v, np.generic) else v for v in np.asarray(value).ravel().tolist()]
+
+
+def coordinate_problems(ds: xr.Dataset, cfg: Mapping) -> list[str]:
+    """Coordinates that a config list defines but that hold other values."""
+    out = []
+    for coord, key in COORD_KEYS.items():
+        want = cfg.get(key)
+        if coord not in ds.coords or not isinstance(want, list) or not want:
+            continue
+        have = _as_list(ds[coord].values)
+        if len(have) != len(want):
+            out.append(f"coordinate '{coord}' has {len(have)} value(s), the config's '{key}' {len(want)}")
+        elif all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in want):
+            if not np.allclose(np.asarray(have, float), np.asarray(want, float), rtol=1e-12, atol=0):
+                out.append(f"coordinate '{coord}' is {_short(have)}, the config's '{key}' {_short(want)}")
+        elif [str(h) for h in have] != [str(w) for w in want]:
+            out.append(f"coordinate '{coord}' is {_short(have)}, the config's '{key}' {_short(want)}")
+    return out
+
+
+def claim_problems(ds: xr.Dataset) -> list[str]:
+    """A fit file without its claims along ``claim``."""
+    missing = [v for v in CLAIM_VARIABLES if v not in ds.variables]
+    if missing:
+        return [f"it lacks the claim variable(s) {', '.join(missing)}"]
+    odd = [v for v in CLAIM_VARIABLES if ds[v].dims != ("claim",)]
+    if odd:
+        return [f"its claim variable(s) {', '.join(odd)} are not along 'claim'"]
+    passed = np.asarray(ds["claim_passed"].values)
+    if not np.isin(passed, (0, 1)).all():
+        return ["its claim_passed holds values other than 0 and 1"]
+    # a claim passes only on a finite measurement compared with a prediction (Claim.passed)
+    hollow = passed.astype(bool) & ~(np.isfinite(ds["claim_measured"].values.astype(float))
+                                     & ~np.isnan(ds["claim_predicted"].values.astype(float)))
+    if hollow.any():
+        i = int(np.nonzero(hollow)[0][0])
+        return [f"claim {i} ({_short(str(ds['claim_quantity'].values[i]))}) is marked passed without a finite "
+                f"measured and predicted value"]
+    return []
+
+
+def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = None) -> list[str]:
+    """Every way the ``stage`` file ``ds`` of an experiment (its whole config ``exp_cfg``) is wrong,
+    one phrase each; empty when it is as the config says."""
+    if stage not in RULES:
+        raise ValueError(f"stage must be one of {', '.join(RULES)}, not {stage!r}")
+    expected = expected_config(exp_cfg, stage, run)
+    out = config_problems(ds, expected)
+    if out:  # a file of another config: its sizes and values mean nothing here
+        return out
+    out += coordinate_problems(ds, expected)
+    out += finite_problems(ds, stage, str(exp_cfg["kind"]))
+    if stage == "fit":
+        out += claim_problems(ds)
+    return out
+
+
+def wrong_file(path, stage: str, problem: str) -> ResultFileError:
+    """The error for a readable but wrong file: its path, what is wrong, and the rule that makes it."""
+    return ResultFileError(f"The results file {path} is readable but wrong: {problem} (it is made by the rule "
+                           f"'{RULES[stage]}'; delete it and rerun snakemake to regenerate it).",
+                           path, unusable=True)
+
+
+def open_stage(path: str | os.PathLike, stage: str, exp_cfg: Mapping, *, run: str | None = None,
+               require: Sequence[str] = ()) -> xr.Dataset:
+    """:func:`nqf.netcdf.open_result` of a ``stage`` file, then :func:`problems`; a wrong file raises
+    ResultFileError(unusable=True) naming it and its rule. ``run``: the run id of a train file
+    (default: the file's stem)."""
+    if stage == "train" and run is None:
+        run = Path(path).stem
+    ds = open_result(path, made_by=RULES.get(stage, stage), require=tuple(require))
+    found = problems(ds, stage, exp_cfg, run)
+    if found:
+        raise wrong_file(path, stage, found[0])
+    return ds
+
+
+def check_derived(source: xr.Dataset, derived: xr.Dataset, derived_path, derived_stage: str) -> None:
+    """The ``derived`` file (made from ``source``, e.g. theory from structure) has the size of every
+    dimension the two share; else it is stale or foreign and raises naming it."""
+    for dim in sorted(set(source.sizes) & set(derived.sizes)):
+        if source.sizes[dim] != derived.sizes[dim]:
+            raise wrong_file(derived_path, derived_stage,
+                             f"its dimension '{dim}' has size {derived.sizes[dim]}, the file it is made from "
+                             f"{source.sizes[dim]}")

@@ -85,6 +85,14 @@ def finite_values(name: str, a: np.ndarray) -> None:
         raise ValueError(f"{name} must be finite (no NaN or inf); got {describe(a)}.")
 
 
+def positive(name: str, x, *, what: str = "") -> np.ndarray:
+    """A finite scalar or array whose every entry is > 0."""
+    a = array(name, x)
+    if a.size and not a.min() > 0:
+        raise ValueError(f"{name} must be > 0{what}; got {describe(x)}.")
+    return a
+
+
 def nonnegative(name: str, a: np.ndarray, *, what: str = "") -> None:
     """Refuse negative entries of ``a`` (finite already)."""
     if a.size and a.min() < 0:
@@ -246,3 +254,19 @@ def targets(form, y) -> np.ndarray:
     if y.shape[0] != form.m:
         raise ValueError(f"y must have one entry per data matrix ({form.m}); got {y.shape[0]}.")
     return y
+
+
+def initial_state(M0, W0, p: int) -> np.ndarray:
+    """M0 from exactly one of M0 (p x p, symmetric PSD) or W0 (p x d, M0 = W0 W0^T), checked:
+    finite, the right size, and for M0 symmetric positive semi-definite (a clipped negative
+    eigenvalue would silently start the flow elsewhere)."""
+    if (M0 is None) == (W0 is None):
+        raise ValueError("Give exactly one of M0 (p x p) or W0 (p x d) as the initial state.")
+    if W0 is not None:
+        W0 = array("W0", W0, ndim=2)
+        if W0.shape[0] != p:
+            raise ValueError(f"W0 must have p = {p} rows (shape ({p}, d)); got shape {W0.shape}.")
+        return W0 @ W0.T
+    M0 = square("M0", M0, p)
+    symmetric_psd("M0", M0, context=" (M = W W^T)")
+    return M0

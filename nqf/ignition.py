@@ -67,13 +67,15 @@ def predicted_ignition_times(zeta, C_k, eps, *, c=1.0, a: float = 1.0, rho: floa
         _checks.nonnegative(name, arrays[name])
     if arrays["eps"].size and not arrays["eps"].min() > 0:
         raise ValueError(f"eps must be > 0 (z_k0 = eps c_k is a positive initial amplitude); got {_checks.describe(eps)}.")
-    a = _checks.scalar("a", a, low=0.0, low_open=True)
+    a = _checks.positive("a", a, what=" (1 for Theorem 6, 2 for Theorem 7)")
     rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
     try:
+        np.broadcast_shapes(*(v.shape for v in arrays.values()), a.shape)
         zeta, C_k, c, eps = np.broadcast_arrays(*arrays.values())
     except ValueError:
+        arrays["a"] = a
         shapes = ", ".join(f"{name} {v.shape}" for name, v in arrays.items())
-        raise ValueError(f"zeta, C_k, c and eps must have broadcastable shapes; got {shapes}.") from None
+        raise ValueError(f"zeta, C_k, c, eps and a must have broadcastable shapes; got {shapes}.") from None
     out = np.full(zeta.shape, np.inf)
     grow = zeta > 0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -98,7 +100,7 @@ def predicted_seed_scatter(zeta, d: int, *, a: float = 1.0) -> np.ndarray:
     from scipy.special import polygamma
 
     d = _checks.integer("d (the number of units)", d, minimum=1)
-    a = _checks.scalar("a", a, low=0.0, low_open=True)
+    a = _checks.positive("a", a)
     zeta = _checks.array("zeta", zeta)
     spread = float(np.sqrt(polygamma(1, d / 2.0)))
     with np.errstate(divide="ignore"):

@@ -196,22 +196,6 @@ class SecondMoment:
         return a / 4.0, float(np.linalg.norm(ev - a) / norm)
 
 
-def initial_state(M0, W0, p: int) -> np.ndarray:
-    """M0 from exactly one of M0 (p x p, symmetric PSD) or W0 (p x d, M0 = W0 W0^T), checked:
-    finite, the right size, and for M0 symmetric positive semi-definite (a clipped negative
-    eigenvalue would silently start the flow elsewhere)."""
-    if (M0 is None) == (W0 is None):
-        raise ValueError("Give exactly one of M0 (p x p) or W0 (p x d) as the initial state.")
-    if W0 is not None:
-        W0 = _checks.array("W0", W0, ndim=2)
-        if W0.shape[0] != p:
-            raise ValueError(f"W0 must have p = {p} rows (shape ({p}, d)); got shape {W0.shape}.")
-        return W0 @ W0.T
-    M0 = _checks.square("M0", M0, p)
-    _checks.symmetric_psd("M0", M0, context=" (M = W W^T)")
-    return M0
-
-
 def _factor_psd(M0: np.ndarray) -> np.ndarray:
     """G with G G^T = M0 (eigenvalues clipped at 0; M0 is PSD up to rounding)."""
     evals, evecs = np.linalg.eigh((M0 + M0.T) / 2)
@@ -219,7 +203,7 @@ def _factor_psd(M0: np.ndarray) -> np.ndarray:
 
 
 def _initial_factor(M0, W0, p: int) -> tuple[np.ndarray, np.ndarray]:
-    M0 = initial_state(M0, W0, p)
+    M0 = _checks.initial_state(M0, W0, p)
     return M0, _factor_psd(M0)  # a function of M0 only: the run cannot depend on d
 
 

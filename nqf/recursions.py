@@ -23,7 +23,7 @@ import xarray as xr
 
 from nqf import _checks
 from nqf.forms import StructureForm
-from nqf.mflow import SecondMoment, initial_state
+from nqf.mflow import SecondMoment
 
 
 def _steps_grid(steps: int, record_steps, n_record: int) -> np.ndarray:
@@ -49,7 +49,7 @@ def discrete_flow(data: SecondMoment | StructureForm, M0=None, *, lr: float, ste
     lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
     momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
     weight_decay = _checks.scalar("weight_decay", weight_decay, low=0.0)
-    M = initial_state(M0, W0, stats.p).copy()
+    M = _checks.initial_state(M0, W0, stats.p).copy()
     grid = _steps_grid(steps, record_steps, n_record)
     p, eta, beta, gamma = stats.p, float(lr), float(momentum), float(weight_decay)
     diag = stats.diagonal

@@ -188,7 +188,7 @@ def predict_exponent(zeta, V, *, t_star=None, C=None, z0=None, a: float = 1.0, t
     docstring for the three values returned and the window.
     """
     zeta = _checks.array("zeta", zeta)
-    a = _checks.scalar("a", a, low=0.0, low_open=True)
+    a = _checks.positive("a", a)
     resolution = _checks.scalar("resolution", resolution, low=0.0, low_open=True)
     min_modes = _checks.integer("min_modes", min_modes, minimum=2)
     if t_max is not None:

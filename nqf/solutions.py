@@ -28,7 +28,7 @@ from nqf.closed_forms import theorem4, theorem5, theorem7, theorem16
 from nqf.forms import DiagonalForm, StructureForm
 from nqf.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
 from nqf import _checks
-from nqf.mflow import SecondMoment, initial_state, mflow
+from nqf.mflow import SecondMoment, mflow
 
 _DENSE_CHECK_ELEMENTS = 2 ** 26  # largest m * p^2 for which dense A_mu are formed for the checks
 
@@ -140,7 +140,7 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
     """
     y = _checks.targets(form, y)
     t = _checks.time_grid("t", t)
-    M0 = initial_state(M0, W0, form.p)
+    M0 = _checks.initial_state(M0, W0, form.p)
     tol = _checks.scalar("tol", tol, low=0.0)
     stats = SecondMoment.from_form(form, y)
     methods = ("auto", "theorem7", "theorem6", "theorem5", "theorem4", "glv", "corollary4",

@@ -75,17 +75,20 @@ def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _check_targets(model, y) -> np.ndarray:
     """y as a finite array whose shape matches the model's outputs (R, ...) without broadcasting:
-    y.shape == outputs.shape[1:], or (samples, outputs) flattened into the form's m entries.
+    y.shape == outputs.shape[1:] (shared by the replicas) or outputs.shape (one row per replica),
+    or (samples, outputs) flattened into the form's m entries.
     Costs one forward pass, once per training run."""
     import torch
 
-    y_np = _checks.array("y", y, ndim=(1, 2), nonempty=True)
+    y_np = _checks.array("y", y, nonempty=True)
     with torch.no_grad():
-        out_shape = tuple(model().shape[1:])
+        full = tuple(model().shape)
+    out_shape = full[1:]
     flat_ok = y_np.ndim == 2 and len(out_shape) == 1 and y_np.size == out_shape[0]
-    if y_np.shape != out_shape and not flat_ok:
-        raise ValueError(f"y must have one target per model output, shape {out_shape}; got shape {y_np.shape} "
-                         "(no broadcasting: a target of another length would be repeated silently).")
+    if y_np.shape not in (out_shape, full) and not flat_ok:
+        raise ValueError(f"y must have one target per model output, shape {out_shape} (or {full}: one row per "
+                         f"replica); got shape {y_np.shape} (no broadcasting: a target of another length "
+                         "would be repeated silently).")
     return y_np
 
 

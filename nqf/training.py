@@ -75,8 +75,9 @@ def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _check_targets(model, y) -> np.ndarray:
     """y as a finite array whose shape matches the model's outputs (R, ...) without broadcasting:
-    y.shape == outputs.shape[1:] (shared by the replicas) or outputs.shape (one row per replica),
-    or (samples, outputs) flattened into the form's m entries.
+    y.shape == outputs.shape[1:] (shared by the replicas), or (samples, outputs) flattened into
+    the form's m entries, or outputs.shape (one row per replica) for models that declare
+    ``per_replica_targets`` (their own loss_and_grad handles it).
     Costs one forward pass, once per training run."""
     import torch
 
@@ -85,10 +86,11 @@ def _check_targets(model, y) -> np.ndarray:
         full = tuple(model().shape)
     out_shape = full[1:]
     flat_ok = y_np.ndim == 2 and len(out_shape) == 1 and y_np.size == out_shape[0]
-    if y_np.shape not in (out_shape, full) and not flat_ok:
-        raise ValueError(f"y must have one target per model output, shape {out_shape} (or {full}: one row per "
-                         f"replica); got shape {y_np.shape} (no broadcasting: a target of another length "
-                         "would be repeated silently).")
+    per_replica = getattr(model, "per_replica_targets", False)
+    if not (y_np.shape == out_shape or flat_ok or (per_replica and y_np.shape == full)):
+        also = f" (or {full}: one row per replica)" if per_replica else ""
+        raise ValueError(f"y must have one target per model output, shape {out_shape}{also}; got shape "
+                         f"{y_np.shape} (no broadcasting: a target of another length would be repeated silently).")
     return y_np
 
 

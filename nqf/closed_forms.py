@@ -59,7 +59,8 @@ class ScalarFlow:
     """
 
     def __init__(self, a, b, c: float):
-        a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
+        a, b = np.broadcast_arrays(_checks.array("a", a), _checks.array("b", b))
+        c = _checks.scalar("c", c)
         if np.any(a * b < 0):
             raise ValueError("ScalarFlow needs a_j * b_j >= 0 (a non-increasing F).")
         const = (b == 0) & (a != 0)

@@ -72,6 +72,15 @@ def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> 
     return p
 
 
+def _finite_result(A: Tensor, p: int) -> None:
+    """A NaN Hessian (a unit with log or division by zero near w = 0 at these inputs) is refused,
+    not returned."""
+    if A.is_floating_point() and not bool(torch.isfinite(A).all()):
+        raise ValueError(f"unit's Hessian at w = 0 (p = {p}) is not finite for these inputs x: "
+                         f"{int((~torch.isfinite(A)).sum())} of its {A.numel()} entries are NaN or inf; "
+                         "the unit must be twice differentiable with finite derivatives at w = 0.")
+
+
 def _sample(x: Any, index: int) -> Any:
     return tree_map(lambda t: t[index] if isinstance(t, Tensor) else t, x)
 
@@ -194,6 +203,7 @@ def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = Fals
     f0, g, H = _gradient_and_hessian(unit, x, p, batched, dtype, device)
     A = 0.5 * H
     A = 0.5 * (A + A.transpose(-1, -2))
+    _finite_result(A, p)
     if check:
         message = _zgz_warning(g, float(A.abs().max()) if A.numel() else 0.0)
         if message:
@@ -274,6 +284,7 @@ def expansion(unit: UnitFunction, x: Any, p: int, *, batched: bool = False,
         check_smooth(unit, xx, p, dtype=dtype, device=device)
     f0, g, H = _gradient_and_hessian(unit, x, p, batched, dtype, device)
     A = 0.25 * (H + H.transpose(-1, -2))
+    _finite_result(A, p)
     notes = []
     message = _zgz_warning(g, float(A.abs().max()) if A.numel() else 0.0)
     if message:

@@ -269,23 +269,18 @@ def test_a_huge_bad_value_is_summarised_not_printed():
     assert len(str(info.value)) < 300 and "1 NaN" in str(info.value)
 
 
-def test_validation_is_cheap():
-    """The checks run once per call; on a 400-mode coupled C (one Cholesky) they cost about as much as
-    computing C = (8/m) Lambda^T Lambda in the first place (best of 5 each, so that the load of the machine
-    affects both alike)."""
-    import time
+def test_psd_check_is_one_cholesky_not_an_eigendecomposition(monkeypatch):
+    """The checks run once per call and cost O(size) plus, for a coupled C, one Cholesky (K^3/3 flops, less
+    than computing C itself); the eigenvalue is computed only for the message of a refusal. (Wall-clock
+    numbers are in the issue's report, not here: a loaded machine would make them flaky.)"""
+    lam = np.random.default_rng(1).standard_normal((60, 40))
+    C = lv_coefficients(lam, np.ones(60))[1]
 
-    lam = np.random.default_rng(1).standard_normal((500, 400))
+    def forbidden(*args, **kwargs):
+        raise AssertionError("eigvalsh called on a valid C")
 
-    def best(f):
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    C = lv_coefficients(lam, np.ones(500))[1]
-    check = best(lambda: (_checks.square("C", C, 400), _checks.symmetric_psd("C", C)))
-    build = best(lambda: lv_coefficients(lam, np.ones(500)))
-    assert check < 10 * build + 0.005
+    monkeypatch.setattr(np.linalg, "eigvalsh", forbidden)
+    _checks.symmetric_psd("C", C)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="smallest eigenvalue"):
+        _checks.symmetric_psd("C", C - 2 * np.eye(40) * np.linalg.eigvalsh(C)[0] - np.eye(40))

@@ -16,10 +16,10 @@ import numbers
 
 import numpy as np
 
-# Relative tolerance of the PSD test: an eigenvalue of a Gram matrix C = (8/m) Lambda^T Lambda
-# computed in float64 can come out negative by about (machine eps) * K * max|C|; -1e-10 * max|C|
-# leaves a margin of 10^3-10^5 over that for K up to 10^3 and still refuses any genuinely
-# indefinite C of the experiments (their smallest eigenvalues are O(max|C|)).
+# Relative tolerance of the PSD test (the one nqf.staircase already used): an eigenvalue of a Gram
+# matrix C = (8/m) Lambda^T Lambda computed in float64 can come out negative by about
+# (machine eps) * K * max|C|, 2e-13 max|C| for K = 10^3 modes; -1e-10 * max|C| leaves a margin of
+# 500 over that and still refuses any genuinely indefinite C (smallest eigenvalue O(max|C|)).
 PSD_RTOL = 1e-10
 SYMMETRY_RTOL = 1e-10
 

@@ -14,7 +14,19 @@ import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 from scipy.optimize import brentq
 
+from nqf import _checks
 from nqf.lotka_volterra import logistic_solution
+
+
+def _sample_modes(lam, y, z0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """lam (m, K), y (m,), z0 (K,) or a scalar: finite, matching, z0 >= 0 (Theorems 4 and 5)."""
+    lam = _checks.array("lam", lam, ndim=2)
+    y = _checks.array("y", y, ndim=1, shape=(lam.shape[0],))
+    z0 = _checks.array("z0", z0, ndim=(0, 1))
+    if z0.ndim == 1 and z0.shape[0] != lam.shape[1]:
+        raise ValueError(f"z0 must be a scalar or have one entry per mode ({lam.shape[1]}); got {z0.shape[0]}.")
+    _checks.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
+    return lam, y, z0
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
 
@@ -47,7 +59,8 @@ class ScalarFlow:
     """
 
     def __init__(self, a, b, c: float):
-        a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
+        a, b = np.broadcast_arrays(_checks.array("a", a), _checks.array("b", b))
+        c = _checks.scalar("c", c)
         if np.any(a * b < 0):
             raise ValueError("ScalarFlow needs a_j * b_j >= 0 (a non-increasing F).")
         const = (b == 0) & (a != 0)
@@ -195,8 +208,15 @@ def theorem4(lam, cmu, y, z0, t) -> np.ndarray:
     z_j(t) = z_j(0) exp(-2 lam_j xi(t)) with xi from the implicit integral Eq. 34,
     alpha = (4/m) sum c_mu^2, beta = (4/m) sum c_mu y_mu.
     """
-    lam, z0 = np.asarray(lam, float), np.broadcast_to(np.asarray(z0, float), np.shape(lam))
-    cmu, y = np.asarray(cmu, float), np.asarray(y, float)
+    lam = _checks.array("lam", lam, ndim=1, nonempty=True)
+    cmu = _checks.array("cmu", cmu, ndim=1, nonempty=True)
+    y = _checks.array("y", y, ndim=1, shape=(cmu.shape[0],))
+    z0 = _checks.array("z0", z0, ndim=(0, 1))
+    if z0.ndim == 1 and z0.shape[0] != lam.shape[0]:
+        raise ValueError(f"z0 must be a scalar or have one entry per mode ({lam.shape[0]}); got {z0.shape[0]}.")
+    _checks.nonnegative("z0", z0)
+    z0 = np.broadcast_to(z0, lam.shape)
+    t = _checks.time_grid("t", t, increasing=False, nonempty=False)
     m = cmu.size
     alpha, beta = 4.0 / m * np.sum(cmu ** 2), 4.0 / m * np.sum(cmu * y)
     flow = ScalarFlow(alpha * lam * z0, 2 * lam, beta)
@@ -230,10 +250,10 @@ def theorem5_flows(lam, y, z0) -> tuple[list[ScalarFlow], np.ndarray]:
 
 def theorem5(lam, y, z0, t) -> np.ndarray:
     """Theorem 5 (orthogonal samples): z_k(t) = z_k(0) exp(-(8/m) lam_mu,k xi_mu(t)), (T, K)."""
-    lam = np.asarray(lam, float)
+    lam, y, z0 = _sample_modes(lam, y, z0)
     m, K = lam.shape
-    z0 = np.broadcast_to(np.asarray(z0, float), (K,))
-    t = np.asarray(t, float)
+    z0 = np.broadcast_to(z0, (K,))
+    t = _checks.time_grid("t", t, increasing=False, nonempty=False)
     flows, owner = theorem5_flows(lam, y, z0)
     z = np.broadcast_to(z0, (t.size, K)).copy()
     for mu, flow in enumerate(flows):
@@ -248,7 +268,8 @@ def theorem5_ignition_times(lam, y, z0, rho: float = 0.5) -> np.ndarray:
 
     NaN for samples whose output never reaches that level.
     """
-    lam, y = np.asarray(lam, float), np.asarray(y, float)
+    lam, y, z0 = _sample_modes(lam, y, z0)
+    rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
     flows, _ = theorem5_flows(lam, y, z0)
     out = np.full(len(flows), np.nan)
     for mu, flow in enumerate(flows):
@@ -272,16 +293,16 @@ def theorem7(Y, c: float, t, *, M0=None, W0=None) -> np.ndarray:
     time would make it singular to rounding once a mode saturates), nothing overflows, and the
     factor G is carried along (never re-factorised), so tiny modes keep their relative accuracy.
     """
-    Y = np.asarray(Y, float)
+    Y = _checks.square("Y", Y)
+    c = _checks.scalar("c", c, low=0.0)
+    _checks.initial_state(M0, W0, Y.shape[0])  # checks only: the factor below keeps the given W0 exactly
     gam, Q = np.linalg.eigh((Y + Y.T) / 2)
-    if (M0 is None) == (W0 is None):
-        raise ValueError("Give exactly one of M0 or W0.")
     if W0 is not None:
         G = Q.T @ np.asarray(W0, float)
     else:
         ev, V = np.linalg.eigh(Q.T @ np.asarray(M0, float) @ Q)
         G = V * np.sqrt(np.clip(ev, 0.0, None))
-    t = np.asarray(t, float)
+    t = _checks.time_grid("t", t, increasing=False, nonempty=False)
     seg = 2.0 / max(float(np.max(np.abs(gam))), 1e-300)
 
     def advance(G, dt):

@@ -264,9 +264,19 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
 
     import numpy as np
 
+    from nqf import _checks
     from nqf.losses import loss_factor
-    from nqf.training import progress_message, TrainingDiverged, make_optimizer
+    from nqf.training import _record_grid, progress_message, TrainingDiverged, make_optimizer
 
+    lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
+    steps = _checks.integer("steps", steps, minimum=1)
+    momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    for name, value in (("x_train", x_train), ("y_train", y_train), ("x_test", x_test), ("y_test", y_test),
+                        *((f"W0[{i}]", w) for i, w in enumerate(W0))):
+        _checks.array(name, value)  # finite: a NaN would read as divergence
+    if y_train.shape[0] != x_train.shape[0] or y_test.shape[0] != x_test.shape[0]:
+        raise ValueError(f"y_train and y_test must have one target per input; got {y_train.shape[0]} targets for "
+                         f"{x_train.shape[0]} training inputs and {y_test.shape[0]} for {x_test.shape[0]} test inputs.")
     log = logging.getLogger("nqf.train")
     factor = loss_factor(loss, y_train.shape[0])
     params = {"deep": [w.clone().requires_grad_() for w in W0],
@@ -274,7 +284,7 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
               "nqf1": [w.detach().requires_grad_() for w in model.collapse(W0)]}
     fns = {"deep": model.forward, "nqf2": model.nqf, "nqf1": model.nqf_one}
     opt = make_optimizer(optimizer, [p for ps in params.values() for p in ps], lr, momentum)
-    grid = np.unique(np.asarray(record_steps, dtype=np.int64))
+    grid = _record_grid(record_steps, steps)
     out = {f"{s}_{n}": [] for s in ("train", "test") for n in fns}
     out["truncation"] = []
     nxt, t0, last = 0, time.perf_counter(), time.perf_counter()

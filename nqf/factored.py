@@ -93,7 +93,8 @@ class BlockBilinearForm(StructureForm):
     """
 
     def __init__(self, p: int, rows: tuple[int, int], cols: tuple[int, int], left: Tensor,
-                 right: Tensor, scale: Tensor | None = None, q: int = 1, strategy: str = "auto"):
+                 right: Tensor, scale: Tensor | None = None, q: int = 1, strategy: str = "auto",
+                 _check: bool = True):
         if left.ndim != 4 or right.ndim != 4 or (scale is not None and scale.ndim != 4):
             raise ValueError("left, right (and scale) must have shape (samples, outputs, rank, n); "
                              f"got {tuple(left.shape)}, {tuple(right.shape)}"
@@ -114,6 +115,14 @@ class BlockBilinearForm(StructureForm):
                 raise ValueError(f"factor {what} axes must be 1 or {n}; got "
                                  f"{[f.shape[axis] for f in factors]}.")
             sizes.append(n)
+        if _check:  # once per form built from data; .to, .subset, .with_strategy and vmap skip it
+            for name, f in (("left", left), ("right", right), ("scale", scale)):
+                if f is None or not f.is_floating_point() or torch._C._functorch.is_functorch_wrapped_tensor(f):
+                    continue  # under vmap/grad a value test is data-dependent control flow
+                if not bool(torch.isfinite(f).all()):
+                    raise ValueError(f"the structure form's {name} factor must be finite (no NaN or inf); "
+                                     f"{int((~torch.isfinite(f)).sum())} of its {f.numel()} entries are not "
+                                     "(check the inputs x it was built from).")
         self.p, self.rows, self.cols, self.q = int(p), tuple(rows), tuple(cols), int(q)
         self.left, self.right, self.scale, self.strategy = left, right, scale, strategy
         self.n_samples, self.n_outputs, self.rank = sizes
@@ -245,7 +254,8 @@ class BlockBilinearForm(StructureForm):
         """The same form restricted to a slice of samples (all outputs kept)."""
         pick = [f if f.shape[0] == 1 else f[samples] for f in (self.left, self.right)]
         scale = None if self.scale is None else (self.scale if self.scale.shape[0] == 1 else self.scale[samples])
-        return BlockBilinearForm(self.p, self.rows, self.cols, pick[0], pick[1], scale, self.q, self.strategy)
+        return BlockBilinearForm(self.p, self.rows, self.cols, pick[0], pick[1], scale, self.q, self.strategy,
+                                 _check=False)
 
     def nbytes(self) -> int:
         """Bytes held by the factors (the whole storage cost of the form)."""
@@ -254,11 +264,12 @@ class BlockBilinearForm(StructureForm):
     def to(self, device=None, dtype=None) -> "BlockBilinearForm":
         move = (lambda t: None if t is None else t.to(device=device, dtype=dtype or t.dtype))
         return BlockBilinearForm(self.p, self.rows, self.cols, move(self.left), move(self.right),
-                                 move(self.scale), self.q, self.strategy)
+                                 move(self.scale), self.q, self.strategy, _check=False)
 
     def with_strategy(self, strategy: str) -> "BlockBilinearForm":
         """The same matrices with the contraction order fixed (for tests and benchmarks)."""
-        return BlockBilinearForm(self.p, self.rows, self.cols, self.left, self.right, self.scale, self.q, strategy)
+        return BlockBilinearForm(self.p, self.rows, self.cols, self.left, self.right, self.scale, self.q, strategy,
+                                 _check=False)
 
 
 class LowRankSymmetricForm(BlockBilinearForm):

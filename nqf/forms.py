@@ -19,6 +19,16 @@ import torch
 Tensor = torch.Tensor
 
 
+def _check_matrices(name: str, A: Tensor, what: str) -> None:
+    """Refuse an empty batch and non-finite entries (a NaN would otherwise pass as 'not symmetric'
+    or reach training as 'diverged')."""
+    if A.shape[0] == 0 or A.shape[-1] == 0:
+        raise ValueError(f"{name} must hold at least one sample and one weight ({what}); got shape {tuple(A.shape)}.")
+    if A.is_floating_point() and not bool(torch.isfinite(A).all()):
+        bad = int((~torch.isfinite(A)).sum())
+        raise ValueError(f"{name} must be finite (no NaN or inf); {bad} of its {A.numel()} entries are not.")
+
+
 def as_tensor(x, dtype=torch.float64, device=None) -> Tensor:
     """A float tensor (float64 by default) from an array-like."""
     if isinstance(x, Tensor):
@@ -67,6 +77,7 @@ class DenseForm(StructureForm):
         self.A = as_tensor(self.A) if not isinstance(self.A, Tensor) else self.A
         if self.A.ndim != 3 or self.A.shape[1] != self.A.shape[2]:
             raise ValueError(f"DenseForm needs A of shape (m, p, p); got {tuple(self.A.shape)}.")
+        _check_matrices("DenseForm's A", self.A, "shape (m, p, p)")
         if not torch.allclose(self.A, self.A.transpose(1, 2), atol=1e-12, rtol=1e-10):
             raise ValueError("DenseForm needs symmetric matrices A_mu; symmetrise with (A + A^T)/2.")
         self.m, self.p = self.A.shape[0], self.A.shape[1]
@@ -102,6 +113,7 @@ class DiagonalForm(StructureForm):
         self.diag = as_tensor(self.diag) if not isinstance(self.diag, Tensor) else self.diag
         if self.diag.ndim != 2:
             raise ValueError(f"DiagonalForm needs diagonals of shape (m, p); got {tuple(self.diag.shape)}.")
+        _check_matrices("DiagonalForm's diag", self.diag, "shape (m, p)")
         self.m, self.p = self.diag.shape
 
     def outputs(self, W: Tensor) -> Tensor:

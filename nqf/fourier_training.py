@@ -48,6 +48,8 @@ class FourierReplicas(torch.nn.Module):
     f_r(x_mu) = P^-1/2 sum_k W_rk g(s_rk a_rk psi_k(x_mu)), loss_r = sum_mu w_mu (f_r - y_r)^2.
     """
 
+    per_replica_targets = True  # nqf.train accepts y of shape (R, points): one target row per replica
+
     def __init__(self, a0, W0, s, psi, weights, *, nonlinear: bool, device="cpu", dtype=torch.float64):
         super().__init__()
         kw = {"device": device, "dtype": dtype}
@@ -124,6 +126,8 @@ def train_per_theta(a0, W0, s, psi, weights, y, *, nonlinear: bool, steps, grid,
 class RawMLPReplicas(torch.nn.Module):
     """R replicas of the standard tanh MLP f(x) = sum_i v_i tanh(u_i x + c_i) + d on scalar inputs,
     parameters (R, 3 H + 1) = [u; c; v; d], loss (1/M) sum_mu (f - y)^2."""
+
+    per_replica_targets = True  # nqf.train accepts y of shape (R, M): one target row per replica
 
     def __init__(self, params0, x, *, device="cpu", dtype=torch.float64):
         super().__init__()

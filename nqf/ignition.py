@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqf import _checks
+
 
 def ignition_times(t, z, *, rho: float = 0.5, saturation=None) -> np.ndarray:
     """First time each mode reaches the fraction ``rho`` of its saturation value.
@@ -14,12 +16,11 @@ def ignition_times(t, z, *, rho: float = 0.5, saturation=None) -> np.ndarray:
     recorded point overshoots the saturation value). Modes that never cross, or start above the
     threshold, give NaN.
     """
-    t = np.asarray(t, float)
-    z = np.asarray(z, float)
-    if z.shape[0] != t.shape[0]:
-        raise ValueError(f"z has {z.shape[0]} time points but t has {t.shape[0]}.")
-    if not 0 < rho < 1:
-        raise ValueError(f"rho must lie strictly between 0 and 1; got {rho}.")
+    t = _checks.time_grid("t", t)
+    z = _checks.array("z", z)
+    if z.ndim == 0 or z.shape[0] != t.shape[0]:
+        raise ValueError(f"z must have time first, one row per entry of t ({t.shape[0]}); got shape {z.shape}.")
+    rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
     flat = z.reshape(z.shape[0], -1)
     sat = flat[-1] if saturation is None else np.broadcast_to(
         np.asarray(saturation, float), z.shape[1:]).reshape(-1)
@@ -55,8 +56,26 @@ def predicted_ignition_times(zeta, C_k, eps, *, c=1.0, a: float = 1.0, rho: floa
     With rho = 1/2 and Theorem 6 this is the exact half-saturation time of the logistic solution,
     (1/r_k) ln((r_k - C_kk eps)/(C_kk eps)). Modes that never switch on (zeta_k <= 0) give inf;
     modes already past the threshold at t = 0 give NaN.
+
+    Domain: eps > 0 and finite (eps = 0 would be an init at exactly 0, which never switches on;
+    eps >= 1 is allowed: the formula is the exact logistic time for any z_k0 below the threshold,
+    and the fits pass eps = 1 with the amplitudes in ``c``); C_k >= 0 and c >= 0 (a Gram diagonal
+    and amplitudes); a > 0; 0 < rho < 1; every array finite and of broadcastable shapes.
     """
-    zeta, C_k, c, eps = np.broadcast_arrays(*(np.asarray(v, float) for v in (zeta, C_k, c, eps)))
+    arrays = {name: _checks.array(name, v) for name, v in (("zeta", zeta), ("C_k", C_k), ("c", c), ("eps", eps))}
+    for name in ("C_k", "c"):
+        _checks.nonnegative(name, arrays[name])
+    if arrays["eps"].size and not arrays["eps"].min() > 0:
+        raise ValueError(f"eps must be > 0 (z_k0 = eps c_k is a positive initial amplitude); got {_checks.describe(eps)}.")
+    a = _checks.positive("a", a, what=" (1 for Theorem 6, 2 for Theorem 7)")
+    rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
+    try:
+        np.broadcast_shapes(*(v.shape for v in arrays.values()), a.shape)
+        zeta, C_k, c, eps = np.broadcast_arrays(*arrays.values())
+    except ValueError:
+        arrays["a"] = a
+        shapes = ", ".join(f"{name} {v.shape}" for name, v in arrays.items())
+        raise ValueError(f"zeta, C_k, c, eps and a must have broadcastable shapes; got {shapes}.") from None
     out = np.full(zeta.shape, np.inf)
     grow = zeta > 0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -80,9 +99,9 @@ def predicted_seed_scatter(zeta, d: int, *, a: float = 1.0) -> np.ndarray:
     """
     from scipy.special import polygamma
 
-    if d < 1:
-        raise ValueError(f"d (the number of units) must be at least 1; got {d}.")
-    zeta = np.asarray(zeta, float)
+    d = _checks.integer("d (the number of units)", d, minimum=1)
+    a = _checks.positive("a", a)
+    zeta = _checks.array("zeta", zeta)
     spread = float(np.sqrt(polygamma(1, d / 2.0)))
     with np.errstate(divide="ignore"):
         return np.where(zeta > 0, spread / (a * np.where(zeta > 0, zeta, 1.0)), np.inf)
@@ -96,9 +115,13 @@ def mode_ignition_times(t, M, basis=None, *, rho: float = 0.5, saturation=None) 
     needs no structure at all (the k-th largest eigenvalue switches on at the k-th ignition).
     Leading axes (seeds) are kept: returns (..., K).
     """
-    M = np.asarray(M, float)
+    M = _checks.array("M", M)
+    if M.ndim < 3 or M.shape[-1] != M.shape[-2]:
+        raise ValueError(f"M must have shape (..., T, p, p); got {M.shape}.")
     if basis is not None:
-        P = np.asarray(basis, float)
+        P = _checks.array("basis", basis, ndim=2)
+        if P.shape[0] != M.shape[-1]:
+            raise ValueError(f"basis must have p = {M.shape[-1]} rows (shape (p, K)); got {P.shape}.")
         z = np.einsum("pk,...pq,qk->...k", P, M, P)
     else:
         z = np.linalg.eigvalsh((M + np.swapaxes(M, -1, -2)) / 2)[..., ::-1]

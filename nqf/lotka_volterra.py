@@ -17,14 +17,21 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.integrate import solve_ivp
 
+from nqf import _checks
+
 if TYPE_CHECKING:
     from nqf.forms import StructureForm
 
 
 def lv_coefficients(lam, y) -> tuple[np.ndarray, np.ndarray]:
     """Growth rates r = (8/m) Lambda^T y and interaction matrix C = (8/m) Lambda^T Lambda."""
-    lam, y = np.asarray(lam, dtype=float), np.asarray(y, dtype=float)
+    lam = _checks.array("lam", lam, ndim=2)
+    if lam.shape[0] == 0 or lam.shape[1] == 0:
+        raise ValueError(f"lam must be (m, K) with at least one sample and one mode; got shape {lam.shape}.")
+    y = _checks.array("y", y, ndim=1)
     m = lam.shape[0]
+    if y.shape[0] != m:
+        raise ValueError(f"y must have one entry per sample (row of lam, m = {m}); got {y.shape[0]}.")
     return 8.0 / m * lam.T @ y, 8.0 / m * lam.T @ lam
 
 
@@ -40,7 +47,10 @@ def shared_eigenbasis(form: StructureForm, seed: int = 0) -> tuple[np.ndarray, n
     # torch is imported where needed: the theory and fit jobs use this module without it
     import torch
 
-    from nqf.forms import DiagonalForm
+    from nqf.forms import DiagonalForm, StructureForm
+
+    if not isinstance(form, StructureForm):
+        raise TypeError(f"form must be a StructureForm (DenseForm, DiagonalForm, ...); got a {type(form).__name__}.")
 
     if isinstance(form, DiagonalForm):
         lam = form.diag.detach().cpu().numpy().astype(float)
@@ -72,12 +82,26 @@ class LotkaVolterra:
     basis: np.ndarray
     residuals: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        """Shapes agree (K modes, m samples, p weights) and C is what the reduction can produce:
+        a finite symmetric positive semi-definite Gram matrix (8/m) Lambda^T Lambda. An indefinite
+        C has no Assumption-1 data behind it and its GLV can blow up in finite time."""
+        self.r = _checks.array("r", self.r, ndim=1, nonempty=True)
+        K = self.r.shape[0]
+        self.C = _checks.square("C", self.C, K)
+        _checks.symmetric_psd("C", self.C, context=" (a Gram matrix (8/m) Lambda^T Lambda)")
+        self.lam = _checks.array("lam", self.lam, ndim=2)
+        if self.lam.shape[1] != K:
+            raise ValueError(f"lam must have one column per mode (K = {K}); got shape {self.lam.shape}.")
+        self.y = _checks.array("y", self.y, ndim=1, shape=(self.lam.shape[0],))
+        self.basis = _checks.array("basis", self.basis, ndim=2)
+        if self.basis.shape[1] != K:
+            raise ValueError(f"basis must have one column per mode (K = {K}); got shape {self.basis.shape}.")
+
     @classmethod
     def from_data(cls, form: StructureForm, y, seed: int = 0) -> "LotkaVolterra":
         """Reduce data matrices ``form`` with targets ``y`` (checks Assumption 1, see residuals)."""
-        y = np.asarray(y, dtype=float).reshape(-1)
-        if y.shape[0] != form.m:
-            raise ValueError(f"y has {y.shape[0]} entries but there are {form.m} data matrices.")
+        y = _checks.targets(form, y)
         P, lam, residuals = shared_eigenbasis(form, seed)
         r, C = lv_coefficients(lam, y)
         return cls(r=r, C=C, lam=lam, y=y, basis=P, residuals=residuals)
@@ -119,9 +143,37 @@ def logistic_solution(r, c, z0, t) -> np.ndarray:
 
     Evaluated in logarithms so that tiny z0 (eps down to 1e-300) and long times neither
     underflow nor overflow; r_k = 0 gives z_k0 / (1 + c_k z_k0 t), r_k < 0 decays to 0.
+
+    Domain: r, c, z0 finite scalars or vectors of one length K (no other broadcasting); c_k >= 0
+    (C_kk of a Gram matrix; -1e-12 max|c| is accepted as rounding of 0); z0 >= 0; t a 1-D array
+    of finite times >= 0 (any order).
     """
-    r, c = np.broadcast_arrays(np.asarray(r, float), np.asarray(c, float))
-    z0 = np.broadcast_to(np.asarray(z0, float), r.shape)
+    r, c, z0 = _mode_vectors(("r", r), ("c", c), ("z0", z0))
+    if c.size and c.min() < -1e-12 * float(np.max(np.abs(c))):
+        raise ValueError(f"c must be non-negative (c_k = C_kk of a Gram matrix; a negative c_k makes z "
+                         f"negative or blow up); got smallest c_k = {c.min():.3g}.")
+    _checks.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
+    return _logistic(r, c, z0, _checks.time_grid("t", t, increasing=False, nonempty=False))
+
+
+def _mode_vectors(*named) -> list[np.ndarray]:
+    """Finite per-mode arrays: each a scalar or 1-D of one common length K (broadcast to K)."""
+    arrays = [(name, _checks.array(name, value, ndim=(0, 1))) for name, value in named]
+    lengths = {a.shape[0] for _, a in arrays if a.ndim == 1}
+    if len(lengths) > 1:
+        parts = ", ".join(f"{name} has {a.shape[0]}" for name, a in arrays if a.ndim == 1)
+        names = ", ".join(name for name, _ in arrays)
+        raise ValueError(f"{names} must be scalars or 1-D with one entry per mode; {parts}.")
+    K = lengths.pop() if lengths else 1
+    if not lengths and all(a.ndim == 0 for _, a in arrays):
+        return [a for _, a in arrays]
+    return [np.broadcast_to(a, (K,)) for _, a in arrays]
+
+
+def _logistic(r, c, z0, t) -> np.ndarray:
+    """logistic_solution without the checks (callers have validated the arguments)."""
+    r, c = np.broadcast_arrays(r, c)
+    z0 = np.broadcast_to(z0, r.shape)
     t = np.asarray(t, float)[:, None]
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         # 1/z(t) = c/r + (1/z0 - c/r) exp(-r t)  (r != 0); exact and sign-safe in this form.
@@ -158,14 +210,28 @@ def glv(r, C, z0, t, *, rtol: float = GLV_RTOL, atol: float = GLV_ATOL, method: 
       C's sparsity graph integrates on its own (decoupled modes in chunks of similar growth rate),
       since one step size for all modes would have to resolve every component's switch-ons.
     """
-    r = np.asarray(r, float)
-    C = np.asarray(C, float)
-    z0 = np.broadcast_to(np.asarray(z0, float), r.shape).copy()
-    t = np.asarray(t, float)
-    if np.any(z0 < 0):
-        raise ValueError("z0 must be non-negative (z_k are eigenvalues of M = W W^T).")
-    if t.ndim != 1 or t.size == 0 or t[0] < 0 or np.any(np.diff(t) < 0):
-        raise ValueError("t must be a non-empty increasing array of times >= 0.")
+    r = _checks.array("r", r, ndim=1, nonempty=True)
+    K = r.shape[0]
+    C = _checks.array("C", C, ndim=(1, 2))
+    if C.ndim == 1:
+        if C.shape[0] != K:
+            raise ValueError(f"C must be ({K}, {K}) or its diagonal ({K},) for {K} modes; got shape {C.shape}.")
+        _checks.nonnegative("C", C, what=" (its diagonal C_kk of a Gram matrix)")
+    else:
+        C = _checks.square("C", C, K)
+        _checks.symmetric_psd("C", C, context=" (a Gram matrix (8/m) Lambda^T Lambda; an indefinite C "
+                              "has no quadratic model behind it and can blow up in finite time)")
+    z0 = _checks.array("z0", z0, ndim=(0, 1))
+    if z0.ndim == 1 and z0.shape[0] != K:
+        raise ValueError(f"z0 must be a scalar or have one entry per mode ({K}); got {z0.shape[0]}.")
+    z0 = np.broadcast_to(z0, r.shape).copy()
+    _checks.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
+    t = _checks.time_grid("t", t)
+    rtol = _checks.scalar("rtol", rtol, low=0.0, low_open=True)
+    atol = _checks.scalar("atol", atol, low=0.0, low_open=True)
+    if method not in (None, "exact", "Radau", "LSODA", "BDF", "RK45", "RK23", "DOP853"):
+        raise ValueError(f"method must be None, 'exact' or a solve_ivp method ('Radau', 'LSODA', 'BDF', "
+                         f"'RK45', 'RK23', 'DOP853'); got {_checks.describe(method)}.")
     if C.ndim == 2 and not np.any(C - np.diag(np.diagonal(C))):
         C = np.diagonal(C).copy()
     diagonal = C.ndim == 1
@@ -173,7 +239,7 @@ def glv(r, C, z0, t, *, rtol: float = GLV_RTOL, atol: float = GLV_ATOL, method: 
     if method == "exact":
         if not diagonal:
             raise ValueError("method='exact' needs a diagonal C (Theorem 6); use 'LSODA' or 'Radau'.")
-        return logistic_solution(r, C, z0, t)
+        return _logistic(r, C, z0, t)
     out = np.zeros((t.size, r.size))
     live = np.flatnonzero(z0 > 0)
     if diagonal:

@@ -24,6 +24,7 @@ import torch
 import xarray as xr
 from scipy.integrate import solve_ivp
 
+from nqf import _checks
 from nqf.forms import DenseForm, DiagonalForm, StructureForm, as_tensor
 from nqf.lotka_volterra import glv
 
@@ -104,9 +105,7 @@ class SecondMoment:
     @classmethod
     def from_form(cls, form: StructureForm, y, *, rank_rtol: float = 1e-13) -> "SecondMoment":
         """One pass over the data matrices ``form`` with targets ``y``."""
-        y = np.asarray(y, dtype=float).reshape(-1)
-        if y.shape[0] != form.m:
-            raise ValueError(f"y has {y.shape[0]} entries but there are {form.m} data matrices.")
+        y = _checks.targets(form, y)
         m, p = form.m, form.p
         if isinstance(form, DiagonalForm):
             D = form.diag.detach().cpu().to(torch.float64).numpy()
@@ -203,10 +202,8 @@ def _factor_psd(M0: np.ndarray) -> np.ndarray:
     return evecs * np.sqrt(np.clip(evals, 0.0, None))
 
 
-def _initial_factor(M0, W0) -> tuple[np.ndarray, np.ndarray]:
-    if (M0 is None) == (W0 is None):
-        raise ValueError("Give exactly one of M0 (p x p) or W0 (p x d) as the initial state.")
-    M0 = np.asarray(W0, float) @ np.asarray(W0, float).T if W0 is not None else np.asarray(M0, float)
+def _initial_factor(M0, W0, p: int) -> tuple[np.ndarray, np.ndarray]:
+    M0 = _checks.initial_state(M0, W0, p)
     return M0, _factor_psd(M0)  # a function of M0 only: the run cannot depend on d
 
 
@@ -228,13 +225,12 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
     and the number of right-hand-side evaluations.
     """
     stats = data if isinstance(data, SecondMoment) else SecondMoment.from_form(data, y)
-    t = np.asarray(t, float)
-    if t.ndim != 1 or t.size == 0 or t[0] < 0 or np.any(np.diff(t) < 0):
-        raise ValueError("t must be a non-empty increasing array of times >= 0.")
-    M0, G0 = _initial_factor(M0, W0)
-    if M0.shape != (stats.p, stats.p):
-        raise ValueError(f"The initial state must be {stats.p} x {stats.p}; got {M0.shape}.")
-    gamma = float(weight_decay)
+    t = _checks.time_grid("t", t)
+    M0, G0 = _initial_factor(M0, W0, stats.p)
+    gamma = _checks.scalar("weight_decay", weight_decay, low=0.0)
+    rtol = _checks.scalar("rtol", rtol, low=0.0, low_open=True)
+    if atol is not None:
+        atol = _checks.scalar("atol", atol, low=0.0, low_open=True)
     start = time.perf_counter()
     if stats.diagonal:
         diag0 = np.diagonal(M0).copy()

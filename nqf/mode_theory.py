@@ -114,9 +114,15 @@ def reduce_modes(form: StructureForm, y, modes, *, tol: float = 1e-9) -> ModeRed
     from nqf.factored import BlockBilinearForm
     from nqf.forms import DiagonalForm
 
+    from nqf import _checks
+
+    y = _checks.targets(form, y)
+    modes = _checks.array("modes", modes, ndim=2)
+    if modes.shape[0] != form.p or modes.shape[1] == 0:
+        raise ValueError(f"modes must have shape (p = {form.p}, K >= 1): one column per mode; got {modes.shape}.")
     form = form.to(device="cpu", dtype=torch.float64)
-    Q = torch.as_tensor(np.asarray(modes, float))
-    y = torch.as_tensor(np.asarray(y, float).reshape(-1))
+    Q = torch.as_tensor(modes)
+    y = torch.as_tensor(y)
     m, K = form.m, Q.shape[1]
     Qb = Q.T[:, :, None]  # (K, p, 1)
     Yq = form.apply_weighted(4.0 / m * y, Qb)[..., 0]  # (K, p)

@@ -3,18 +3,14 @@ from __future__ import annotations
 
 import torch
 
+from nqf import _checks
 from nqf.forms import StructureForm, as_tensor
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """'auto' -> CUDA when present, else CPU; anything else is passed to torch.device."""
-    if isinstance(device, torch.device):
-        return device
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:n]'; got {device!r}.")
-    return torch.device(device)
+    """'auto' -> CUDA when present, else CPU; 'cpu', 'cuda', 'cuda:<n>' or a torch.device, refused
+    when it names a CUDA device this machine does not have."""
+    return _checks.device("device", device)
 
 
 class QuadraticModel(torch.nn.Module):
@@ -27,7 +23,13 @@ class QuadraticModel(torch.nn.Module):
     def __init__(self, form: StructureForm, W0, device: str | torch.device = "auto",
                  dtype: torch.dtype = torch.float64):
         super().__init__()
+        if not isinstance(form, StructureForm):
+            raise TypeError(f"form must be a StructureForm (DenseForm, DiagonalForm, ...); got a {type(form).__name__}.")
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise TypeError(f"dtype must be a floating torch dtype (torch.float64, torch.float32); got {dtype!r}.")
         dev = resolve_device(device)
+        W0_np = _checks.array("W0", W0, ndim=(2, 3))
+        _checks.representable_weights("W0", W0_np, dtype)
         W0 = as_tensor(W0, dtype=dtype, device=dev)
         if W0.ndim == 2:
             W0 = W0[None]
@@ -52,7 +54,7 @@ class QuadraticModel(torch.nn.Module):
         (samples, outputs) in the form's sample-major order; m is then the number of samples
         (App. B.2: the loss sums over outputs), as ``nqf.training.mse_per_replica`` does.
         """
-        n = y.shape[0]
+        n = y.shape[0]  # y is checked once by nqf.train (this runs at every step)
         with torch.no_grad():
             residual = self.form.outputs(self.W) - y.reshape(-1)
             loss = residual.pow(2).sum(-1) / n

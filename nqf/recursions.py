@@ -21,15 +21,15 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
+from nqf import _checks
 from nqf.forms import StructureForm
 from nqf.mflow import SecondMoment
 
 
 def _steps_grid(steps: int, record_steps, n_record: int) -> np.ndarray:
-    from nqf.training import log_step_grid
-    grid = log_step_grid(steps, n_record) if record_steps is None else np.unique(np.asarray(record_steps))
-    if grid[0] < 0 or grid[-1] > steps:
-        raise ValueError(f"record_steps must lie in [0, {steps}].")
+    from nqf.training import _record_grid, log_step_grid
+    steps = _checks.integer("steps", steps, minimum=1)
+    grid = log_step_grid(steps, n_record) if record_steps is None else _record_grid(record_steps, steps)
     return grid.astype(np.int64)
 
 
@@ -46,9 +46,10 @@ def discrete_flow(data: SecondMoment | StructureForm, M0=None, *, lr: float, ste
     if optimizer not in ("gd", "momentum"):
         raise ValueError("optimizer must be 'gd' or 'momentum' (Adam does not close on M); "
                          f"got {optimizer!r}.")
-    if (M0 is None) == (W0 is None):
-        raise ValueError("Give exactly one of M0 (p x p) or W0 (p x d) as the initial state.")
-    M = np.asarray(W0, float) @ np.asarray(W0, float).T if W0 is not None else np.array(M0, float)
+    lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
+    momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    weight_decay = _checks.scalar("weight_decay", weight_decay, low=0.0)
+    M = _checks.initial_state(M0, W0, stats.p).copy()
     grid = _steps_grid(steps, record_steps, n_record)
     p, eta, beta, gamma = stats.p, float(lr), float(momentum), float(weight_decay)
     diag = stats.diagonal

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nqf import _checks
 from nqf.ignition import predicted_ignition_times
 
 RESOLUTION = math.log(81.0)  # 10 % -> 90 % rise time of a logistic, in units of 1 / (a zeta)
@@ -87,7 +88,8 @@ class ExponentPrediction:
 
 
 def _check_modes(zeta, V, t_star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    zeta, V, t_star = (np.asarray(v, float) for v in (zeta, V, t_star))
+    zeta, V = _checks.array("zeta", zeta), _checks.array("V", V)
+    t_star = _checks.array("t_star", t_star, finite=False)
     if not (zeta.ndim == V.ndim == t_star.ndim == 1 and zeta.size == V.size == t_star.size):
         raise ValueError(f"zeta, V and t_star must be 1-D arrays of one length (modes k = 1..K); got "
                          f"shapes {zeta.shape}, {V.shape}, {t_star.shape}.")
@@ -185,7 +187,12 @@ def predict_exponent(zeta, V, *, t_star=None, C=None, z0=None, a: float = 1.0, t
     initial amplitudes ``z0`` (rho = 1/2). Modes are k = 1..K in the given order. See the module
     docstring for the three values returned and the window.
     """
-    zeta = np.asarray(zeta, float)
+    zeta = _checks.array("zeta", zeta)
+    a = _checks.positive("a", a)
+    resolution = _checks.scalar("resolution", resolution, low=0.0, low_open=True)
+    min_modes = _checks.integer("min_modes", min_modes, minimum=2)
+    if t_max is not None:
+        t_max = _checks.scalar("t_max", t_max, low=0.0, low_open=True)
     if t_star is None:
         if C is None or z0 is None:
             raise ValueError("Give either t_star or both C and z0 (for Theorem 8's ignition times).")
@@ -250,8 +257,8 @@ def _window_bounds(window) -> tuple[float, float]:
 
 def _log_curves(t, loss, window, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
     """ln t on a grid uniform in ln t inside the window, and ln loss interpolated there (S, n)."""
-    t = np.asarray(t, float)
-    L = np.atleast_2d(np.asarray(loss, float))
+    t = _checks.array("t", t, ndim=1)
+    L = np.atleast_2d(_checks.array("loss", loss, ndim=(1, 2), finite=None))
     if L.shape[-1] != t.size:
         raise ValueError(f"loss has {L.shape[-1]} time points but t has {t.size}.")
     lo, hi = _window_bounds(window)
@@ -341,6 +348,9 @@ def fit_power_law(t, loss, window, *, n_boot: int = 2000, seed: int = 0, n_grid:
     (S >= 2), or, for one curve, a moving-block bootstrap of the fit's residuals (blocks of
     n_grid/8 points keep their correlation). :func:`power_law_test` gives ``is_power_law``.
     """
+    n_boot = _checks.integer("n_boot", n_boot)
+    n_grid = _checks.integer("n_grid", n_grid, minimum=8)
+    confidence = _checks.scalar("confidence", confidence, low=0.0, high=1.0, low_open=True, high_open=True)
     u, curves = _log_curves(t, loss, window, n_grid)
     X = np.vstack([u, np.ones_like(u)]).T
     coef, *_ = np.linalg.lstsq(X, curves.T, rcond=None)
@@ -350,7 +360,7 @@ def fit_power_law(t, loss, window, *, n_boot: int = 2000, seed: int = 0, n_grid:
     rng = np.random.default_rng(seed)
     q = (1 - confidence) / 2
     S = curves.shape[0]
-    if n_boot <= 0:
+    if n_boot <= 0:  # checked above: an integer; 0 (or less) means no interval
         lo = hi = math.nan
         method = "none"
     elif S >= 2:

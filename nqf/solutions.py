@@ -27,6 +27,7 @@ import xarray as xr
 from nqf.closed_forms import theorem4, theorem5, theorem7, theorem16
 from nqf.forms import DiagonalForm, StructureForm
 from nqf.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
+from nqf import _checks
 from nqf.mflow import SecondMoment, mflow
 
 _DENSE_CHECK_ELEMENTS = 2 ** 26  # largest m * p^2 for which dense A_mu are formed for the checks
@@ -137,11 +138,10 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
     the exact recursions of :func:`nqf.discrete_flow`, or :func:`nqf.mflow` with weight_decay.
     For ``mflow`` (no condition needed) the reported residual is 0.
     """
-    y = np.asarray(y, float).reshape(-1)
-    t = np.asarray(t, float)
-    if (M0 is None) == (W0 is None):
-        raise ValueError("Give exactly one of M0 (p x p) or W0 (p x d) as the initial state.")
-    M0 = np.asarray(W0, float) @ np.asarray(W0, float).T if W0 is not None else np.asarray(M0, float)
+    y = _checks.targets(form, y)
+    t = _checks.time_grid("t", t)
+    M0 = _checks.initial_state(M0, W0, form.p)
+    tol = _checks.scalar("tol", tol, low=0.0)
     stats = SecondMoment.from_form(form, y)
     methods = ("auto", "theorem7", "theorem6", "theorem5", "theorem4", "glv", "corollary4",
                "theorem16", "mflow")

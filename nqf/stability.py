@@ -16,16 +16,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqf import _checks
+
 
 def hessian_at_minimum(C, z_star) -> np.ndarray:
-    """H = diag(sqrt z*) C diag(sqrt z*), the weight-space Hessian at the learned end point."""
-    C = np.asarray(C, float)
-    s = np.sqrt(np.clip(np.asarray(z_star, float), 0.0, None))
+    """H = diag(sqrt z*) C diag(sqrt z*), the weight-space Hessian at the learned end point.
+
+    C is (K, K) finite, z* (K,) finite and >= 0 up to rounding (entries below 0 are clipped)."""
+    z = _checks.array("z_star", z_star, ndim=1)
+    C = _checks.square("C", C, z.shape[0])
+    s = np.sqrt(np.clip(z, 0.0, None))
     return s[:, None] * C * s[None, :]
 
 
 def max_stable_lr(C, z_star, *, optimizer: str = "gd", momentum: float = 0.9) -> float | None:
     """The largest learning rate at which ``optimizer`` can converge to the end point z*."""
+    momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    if optimizer not in ("gd", "momentum", "adam"):
+        raise ValueError(f"optimizer must be gd, momentum or adam; got {optimizer!r}.")
     lam = float(np.linalg.eigvalsh(hessian_at_minimum(C, z_star))[-1])
     if lam <= 0:
         return float("inf")

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import nnls
 
+from nqf import _checks
+
 
 @dataclass
 class Event:
@@ -170,14 +172,27 @@ def staircase(r, C, x0=-1.0, *, loss0: float = 0.0, max_events: int | None = Non
     per mode; -1 for z(0) = eps c_k in the limit, -inf for modes that start at exactly 0).
     ``loss0`` = L(z = 0) = mean(y^2) makes ``loss`` absolute (else it is relative to L(0)).
     """
-    r = np.asarray(r, float)
-    C = np.asarray(C, float)
+    r = _checks.array("r", r, ndim=1, nonempty=True)
+    K = r.size
+    C = _checks.array("C", C, ndim=(1, 2))
+    if C.ndim == 1:
+        if C.shape[0] != K:
+            raise ValueError(f"C must be ({K}, {K}) or its diagonal ({K},) for {K} modes; got shape {C.shape}.")
+        _checks.nonnegative("C", C, what=" (its diagonal C_kk of a Gram matrix)")
+    else:
+        _checks.square("C", C, K)
+        _checks.symmetric_psd("C", C, context=" (a Gram matrix (8/m) Lambda^T Lambda)")
+    loss0 = _checks.scalar("loss0", loss0)
+    if max_events is not None:
+        max_events = _checks.integer("max_events", max_events, minimum=0)
     if C.ndim == 2 and not np.any(C - np.diag(np.diagonal(C))):
         C = np.diagonal(C).copy()
-    K = r.size
-    x = np.broadcast_to(np.asarray(x0, float), (K,)).copy()
-    if np.any(np.isnan(x)):
-        raise ValueError("x0 must not contain NaN (use -inf for modes that start at zero).")
+    x = _checks.array("x0", x0, ndim=(0, 1), finite=False)
+    if x.ndim == 1 and x.shape[0] != K:
+        raise ValueError(f"x0 must be a scalar or have one entry per mode ({K}); got {x.shape[0]}.")
+    if np.any(np.isposinf(x)):
+        raise ValueError("x0 = ln z(0) / ln(1/eps) must be finite or -inf (a mode that starts at zero); got +inf.")
+    x = np.broadcast_to(x, (K,)).copy()
     x = np.minimum(x, 0.0)
     if C.ndim == 1:
         return _diagonal_staircase(r, C, x, loss0)
@@ -243,8 +258,12 @@ def _diagonal_staircase(r: np.ndarray, c: np.ndarray, x0: np.ndarray, loss0: flo
 
 
 def staircase_from_init(r, C, z0, eps: float, *, loss0: float = 0.0) -> Staircase:
-    """Staircase with x(0) = ln z0 / ln(1/eps): the finite-eps starting point, exact as eps -> 0."""
-    z0 = np.asarray(z0, float)
+    """Staircase with x(0) = ln z0 / ln(1/eps): the finite-eps starting point, exact as eps -> 0.
+
+    eps must lie in (0, 1): ln(1/eps) is the time unit and must be positive."""
+    eps = _checks.scalar("eps", eps, low=0.0, high=1.0, low_open=True, high_open=True)
+    z0 = _checks.array("z0", z0, ndim=(0, 1))
+    _checks.nonnegative("z0", z0)
     with np.errstate(divide="ignore"):
         x0 = np.log(z0) / np.log(1.0 / eps)
     return staircase(r, C, x0, loss0=loss0)

@@ -24,6 +24,8 @@ import torch
 from torch.func import hessian, jacrev, jvp, vmap
 from torch.utils._pytree import tree_flatten, tree_map
 
+from nqf import _checks
+
 Tensor = torch.Tensor
 UnitFunction = Callable[[Tensor, Any], Tensor]
 
@@ -43,6 +45,40 @@ def _cast(x: Any, dtype: torch.dtype, device) -> Any:
             return t.to(dtype=dtype if t.is_floating_point() else t.dtype, device=device or t.device)
         return t
     return tree_map(one, x)
+
+
+def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> int:
+    """Validate (unit, x, p) once at a public entry: p a positive integer, every floating tensor of
+    x finite, and unit(w, x) evaluable for w of length p (a mismatch would otherwise surface as
+    torch's size error deep inside the Hessian)."""
+    p = _checks.integer("p", p, minimum=1)
+    if not callable(unit):
+        raise TypeError(f"unit must be a function unit(w, x); got a {type(unit).__name__}.")
+    for leaf in tree_flatten(x)[0]:
+        if isinstance(leaf, Tensor) and leaf.is_floating_point() and not bool(torch.isfinite(leaf).all()):
+            bad = int((~torch.isfinite(leaf)).sum())
+            raise ValueError(f"x must be finite (no NaN or inf): {bad} of the {leaf.numel()} entries of "
+                             f"an input tensor of shape {tuple(leaf.shape)} are not.")
+    if batched and _batch_size(x) == 0:
+        raise ValueError("x must hold at least one sample along its leading axis when batched=True.")
+    probe = _sample(x, 0) if batched else x
+    try:
+        out = unit(torch.zeros(p, dtype=dtype, device=device), probe)
+    except (RuntimeError, IndexError, ValueError) as err:
+        raise ValueError(f"unit(w, x) fails for w of length p = {p}: p must be the number of weights of "
+                         f"one unit ({str(err).splitlines()[0][:120]}).") from err
+    if isinstance(out, Tensor) and out.is_floating_point() and not bool(torch.isfinite(out).all()):
+        raise ValueError(f"unit(w, x) is not finite at w = 0 for p = {p}; the expansion needs a finite unit output.")
+    return p
+
+
+def _finite_result(A: Tensor, p: int) -> None:
+    """A NaN Hessian (a unit with log or division by zero near w = 0 at these inputs) is refused,
+    not returned."""
+    if A.is_floating_point() and not bool(torch.isfinite(A).all()):
+        raise ValueError(f"unit's Hessian at w = 0 (p = {p}) is not finite for these inputs x: "
+                         f"{int((~torch.isfinite(A)).sum())} of its {A.numel()} entries are NaN or inf; "
+                         "the unit must be twice differentiable with finite derivatives at w = 0.")
 
 
 def _sample(x: Any, index: int) -> Any:
@@ -160,12 +196,14 @@ def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = Fals
     nqf.architectures provide A in factored form for use at scale.
     """
     x = _cast(x, dtype, device)
+    p = _check_call(unit, x, p, batched, dtype, device)
     if check:
         for xx in _smoothness_samples(x, batched, max_check_samples):
             check_smooth(unit, xx, p, dtype=dtype, device=device)
     f0, g, H = _gradient_and_hessian(unit, x, p, batched, dtype, device)
     A = 0.5 * H
     A = 0.5 * (A + A.transpose(-1, -2))
+    _finite_result(A, p)
     if check:
         message = _zgz_warning(g, float(A.abs().max()) if A.numel() else 0.0)
         if message:
@@ -240,11 +278,13 @@ def expansion(unit: UnitFunction, x: Any, p: int, *, batched: bool = False,
     holds only if it holds on all of them.
     """
     x = _cast(x, dtype, device)
+    p = _check_call(unit, x, p, batched, dtype, device)
     samples = _smoothness_samples(x, batched, max_check_samples)
     for xx in samples:
         check_smooth(unit, xx, p, dtype=dtype, device=device)
     f0, g, H = _gradient_and_hessian(unit, x, p, batched, dtype, device)
     A = 0.25 * (H + H.transpose(-1, -2))
+    _finite_result(A, p)
     notes = []
     message = _zgz_warning(g, float(A.abs().max()) if A.numel() else 0.0)
     if message:

@@ -10,7 +10,6 @@ coordinates, and the recorded loss is in Eq. 26 units whatever the convention.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from nqf import _checks
 from nqf.losses import describe, loss_factor
 
 if TYPE_CHECKING:
@@ -40,10 +40,8 @@ class TrainingDiverged(FloatingPointError):
 
 def log_step_grid(steps: int, n_points: int) -> np.ndarray:
     """Integer steps 0..steps, log-spaced (about n_points of them, always including 0 and steps)."""
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1; got {steps}.")
-    if n_points < 2:
-        raise ValueError(f"n_points must be at least 2; got {n_points}.")
+    steps = _checks.integer("steps", steps, minimum=1)
+    n_points = _checks.integer("n_points", n_points, minimum=2)
     target = min(n_points - 1, steps)
     k = target
     while True:  # rounding merges the small steps; sample more densely until n points remain
@@ -75,6 +73,35 @@ def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return residual.pow(2).flatten(1).sum(1) / y.shape[0]
 
 
+def _check_targets(model, y) -> np.ndarray:
+    """y as a finite array whose shape matches the model's outputs (R, ...) without broadcasting:
+    y.shape == outputs.shape[1:] (shared by the replicas), or (samples, outputs) flattened into
+    the form's m entries, or outputs.shape (one row per replica) for models that declare
+    ``per_replica_targets`` (their own loss_and_grad handles it).
+    Costs one forward pass, once per training run."""
+    import torch
+
+    y_np = _checks.array("y", y, nonempty=True)
+    with torch.no_grad():
+        full = tuple(model().shape)
+    out_shape = full[1:]
+    flat_ok = y_np.ndim == 2 and len(out_shape) == 1 and y_np.size == out_shape[0]
+    per_replica = getattr(model, "per_replica_targets", False)
+    if not (y_np.shape == out_shape or flat_ok or (per_replica and y_np.shape == full)):
+        also = f" (or {full}: one row per replica)" if per_replica else ""
+        raise ValueError(f"y must have one target per model output, shape {out_shape}{also}; got shape "
+                         f"{y_np.shape} (no broadcasting: a target of another length would be repeated silently).")
+    return y_np
+
+
+def _record_grid(record_steps, steps: int) -> np.ndarray:
+    """The recording steps: integers in [0, steps], at least one."""
+    grid = np.unique(_checks.array("record_steps", record_steps, ndim=1, nonempty=True))
+    if np.any(grid != np.rint(grid)) or grid[0] < 0 or grid[-1] > steps:
+        raise ValueError(f"record_steps must be integers in [0, {steps}]; got {_checks.describe(grid)}.")
+    return grid.astype(np.int64)
+
+
 def progress_message(done: int, total: int, elapsed: float) -> str:
     """'step done/total (pct%), elapsed, ~time left' for a training loop's log, the time left
     extrapolated at the mean rate so far."""
@@ -103,17 +130,20 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     """
     import torch
 
-    if lr <= 0 or not math.isfinite(lr):
-        raise ValueError(f"lr must be a positive number; got {lr}.")
+    lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
+    steps = _checks.integer("steps", steps, minimum=1)
+    momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    weight_decay = _checks.scalar("weight_decay", weight_decay, low=0.0)
     params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("model must have at least one trainable parameter (requires_grad=True).")
     device, dtype = params[0].device, params[0].dtype
-    y = torch.as_tensor(np.asarray(y), dtype=dtype, device=device)
-    n_samples = int(loss_samples) if loss_samples is not None else int(y.shape[0])
+    y = torch.as_tensor(_check_targets(model, y), dtype=dtype, device=device)
+    n_samples = (_checks.integer("loss_samples", loss_samples, minimum=1) if loss_samples is not None
+                 else int(y.shape[0]))
     factor = loss_factor(loss, n_samples)
     opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
-    grid = log_step_grid(steps, n_record) if record_steps is None else np.unique(np.asarray(record_steps))
-    if grid[0] < 0 or grid[-1] > steps:
-        raise ValueError(f"record_steps must lie in [0, {steps}].")
+    grid = log_step_grid(steps, n_record) if record_steps is None else _record_grid(record_steps, steps)
     if record is None:
         def record(mod):
             return {"M": mod.order_parameter()} if hasattr(mod, "order_parameter") else {}

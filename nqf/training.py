@@ -142,8 +142,8 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     n_samples = (_checks.integer("loss_samples", loss_samples, minimum=1) if loss_samples is not None
                  else int(y.shape[0]))
     factor = loss_factor(loss, n_samples)
-    opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
     grid = log_step_grid(steps, n_record) if record_steps is None else _record_grid(record_steps, steps)
+    opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
     if record is None:
         def record(mod):
             return {"M": mod.order_parameter()} if hasattr(mod, "order_parameter") else {}

@@ -261,6 +261,10 @@ def _check(instance: Any, schema: Mapping, prefix: tuple, root: Mapping) -> None
         raise ConfigError(_message(best, prefix))
 
 
+# Output names the workflow writes beside the experiments' (the schema's propertyNames.not.enum).
+RESERVED_IDS = ("structure_matrices", "summary")
+
+
 def _check_experiment_ids(experiments: Any) -> None:
     """Every id a string of letters, digits and '_' to its very end (ids name output files)."""
     if not isinstance(experiments, Mapping):
@@ -270,6 +274,20 @@ def _check_experiment_ids(experiments: Any) -> None:
             raise ConfigError(
                 f"The name {describe(exp_id)} under 'experiments' is not allowed: names must start "
                 f"with a letter and use only letters, digits and '_' (at most 64 characters).")
+    # Ids name files: on a case-insensitive file system (macOS, Windows) two ids that differ in
+    # case only, or an id spelling a reserved output name in other case, would share a file.
+    seen: dict[str, str] = {}
+    for exp_id in experiments:
+        folded = exp_id.casefold()
+        if folded in seen:
+            raise ConfigError(f"The names '{seen[folded]}' and '{exp_id}' under 'experiments' differ in case "
+                              f"only, and would share their output files on a case-insensitive file system "
+                              f"(macOS, Windows); choose ids that differ in more than case.")
+        seen[folded] = exp_id
+        if folded in RESERVED_IDS and exp_id not in RESERVED_IDS:
+            raise ConfigError(f"The name '{exp_id}' under 'experiments' spells the reserved output name "
+                              f"'{folded}' in other case (the same file on a case-insensitive file system); "
+                              f"choose another experiment id.")
 
 
 def validate_config(config: Mapping[str, Any], schema: Mapping | None = None) -> dict:

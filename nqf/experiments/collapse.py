@@ -40,6 +40,7 @@ import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
 from nqf.experiments.ids import exact_number
+from nqf.experiments.machine import seed_draw
 from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times, predicted_ignition_times
 from nqf.losses import flow_lr
@@ -96,8 +97,10 @@ def estimate(cfg: dict) -> dict:
     p = 2 * K if "rectangular" in cfg["architectures"] else K
     eta = flow_lr(cfg["lr"], cfg.get("loss", "mean"), K)
     eps = min(float(e) for e in cfg["eps"])
-    return {"bytes": 8 * (2 * S * n * p * p + K * p * p + 4 * S * p * p), "key": "n_record",
-            "what": f"{S} seeds x {n} recorded steps of M of {p}x{p}",
+    draw, drawn = seed_draw(cfg, p * p)
+    own = 8 * (2 * S * n * p * p + K * p * p + 4 * S * p * p)
+    return {"bytes": own + draw, "key": "seeds" if draw > own else "n_record",
+            "what": f"{S} seeds x {n} recorded steps of M of {p}x{p}, {drawn}",
             "steps": int(np.ceil(cfg["tau_max"] * np.log(1 / eps) / eta)), "steps_key": "lr",
             "steps_what": f"tau_max ln(1/eps) / (c lr) at eps {eps:g}, lr {cfg['lr']:g}"}
 

@@ -36,6 +36,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.machine import seed_draw
 from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, fit_seeds,
                                      flow_step, seeded_init, train_loss_only)
@@ -86,8 +87,10 @@ def estimate(cfg: dict) -> dict:
     the replicas (seeds or crossover eps values) x m x width."""
     m, d = int(cfg["m"]), int(cfg["width"])
     R = max(len(cfg["seeds"]), len(cfg["crossover_eps"]))
-    return {"bytes": 8 * (2 * m * m + 4 * R * m * d), "key": "m",
-            "what": f"the {m}x{m} diagonals of {m} modes", "steps": int(cfg["steps"])}
+    draw, drawn = seed_draw(cfg, m * d)
+    own = 8 * (2 * m * m + 4 * R * m * d)
+    return {"bytes": own + draw, "key": "seeds" if draw > own else "m",
+            "what": f"the {m}x{m} diagonals of {m} modes, {drawn}", "steps": int(cfg["steps"])}
 
 
 def design(m: int, alpha1: float, alpha2: float) -> dict[str, np.ndarray]:

@@ -57,6 +57,7 @@ import xarray as xr
 
 from nqf.config import ConfigError
 from nqf.experiments.fits import init_scaling as fits
+from nqf.experiments.machine import generic_estimate, seed_draw
 from nqf.experiments.matching import check_runs
 from nqf.ignition import predicted_ignition_times, predicted_seed_scatter
 from nqf.mode_theory import ordered_seed_scatter, reduce_modes, slope_fit
@@ -94,6 +95,15 @@ def run_config(cfg: dict, run: str) -> dict:
         raise ValueError(f"Run {run!r} is not one of this experiment's architectures "
                          f"({', '.join(cfg['architectures'])}).")
     return {"architecture": run, "module": run in cfg.get("modules", ()), **{k: cfg[k] for k in TRAIN_KEYS}}
+
+
+def estimate(cfg: dict) -> dict:
+    """A floor for the largest run (nqf.experiments.machine): the recorded losses, and the one
+    Gaussian draw of max(seeds) + 1 rows of p x width weights (p >= the K modes; the unit's exact
+    p needs its design)."""
+    base = generic_estimate(cfg)
+    draw, drawn = seed_draw(cfg, len(cfg["rates"]) * int(cfg["width"]))
+    return {**base, "bytes": base["bytes"] + draw, "key": "seeds", "what": f"{base['what']}, {drawn}"}
 
 
 # -- data -----------------------------------------------------------------------------------

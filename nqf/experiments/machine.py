@@ -112,6 +112,14 @@ def _count(value) -> int:
     return len(value) if isinstance(value, list) else 1
 
 
+def seed_draw(exp: dict, row: int) -> tuple[int, str]:
+    """Bytes and words for the one Gaussian draw of max(seeds) + 1 rows of ``row`` float64 values
+    that collapse, init_scaling and the power-law kinds take (seed s is row s): a list such as
+    [10**9] draws a billion rows, whatever its length."""
+    rows = max((int(s) for s in exp.get("seeds", [0])), default=0) + 1
+    return BYTES * rows * int(row), f"a draw of max(seeds) + 1 = {rows} rows of {int(row)} initial weights"
+
+
 def generic_estimate(exp: dict) -> dict:
     """Recorded loss trajectories (replicas: seeds x eps values x init variances, times
     ``n_record``) and the largest ``steps`` entry: a floor for kinds with no estimate of their own."""

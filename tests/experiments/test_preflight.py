@@ -68,6 +68,34 @@ def test_each_kind_estimate_refuses_its_absurd_sizes(exp, key):
     assert problems and problems[0][0] == key and "would hold" in problems[0][1]
 
 
+@pytest.mark.parametrize("kind, row", [
+    ("collapse", "p x p"),  # a row is one M(0) of p x p, p = 2K with the rectangular model
+    ("featurewise_powerlaw", None), ("samplewise_powerlaw", None), ("init_scaling", None),
+])
+def test_a_large_seed_value_is_a_large_draw(kind, row):
+    """These kinds draw max(seeds) + 1 rows from one generator (seed s is row s), so the one seed
+    10^9 costs a billion rows: the estimate counts them, and names seeds when they dominate."""
+    cfg = validate_config({"experiments": {"x": {"kind": kind, "seeds": [0, 1]}}})["experiments"]["x"]
+    small = machine.estimate(E.kind_of(cfg), cfg)
+    big = machine.estimate(E.kind_of(cfg), {**cfg, "seeds": [0, 10 ** 9]})
+    drawn, _ = machine.seed_draw(cfg, 1)
+    assert drawn == 8 * 2  # rows 0 and 1 of one value each
+    assert big["bytes"] - small["bytes"] >= 8 * (10 ** 9 - 1)  # at least one float64 per extra row
+    if row == "p x p":
+        p = len(cfg["r"]) * (2 if "rectangular" in cfg["architectures"] else 1)
+        assert big["bytes"] - small["bytes"] == 8 * (10 ** 9 - 1) * p * p
+    problems = machine.size_problems("x", {**cfg, "seeds": [0, 10 ** 9]}, E.kind_of(cfg), limit=4e9)
+    assert problems and problems[0][0] == "seeds" and "max(seeds) + 1 = 1000000001 rows" in problems[0][1]
+
+
+def test_seed_values_stay_within_what_every_generator_takes():
+    for key, value in (("seeds", [2 ** 32]), ("data_seed", 2 ** 64)):
+        path = f"experiments.x.{key}" + (".0" if key == "seeds" else "")
+        with pytest.raises(ConfigError, match=rf"^Config key '{path}' must be >= 0 and <= 4294967295; got "):
+            validate_config({"experiments": {"x": {"kind": "collapse", key: value}}})
+    validate_config({"experiments": {"x": {"kind": "collapse", "seeds": [2 ** 32 - 1], "data_seed": 2 ** 32 - 1}}})
+
+
 def test_steps_that_follow_from_a_tiny_lr_are_refused():
     with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.lr': experiment x would train 1.66e\+11 steps "
                                           r"in one run \(tau_max ln\(1/eps\) / \(c lr\) at eps 1e-16, lr 1e-09\)"):

@@ -1,4 +1,6 @@
 """Config validation: defaults filled, every bad value refused with the key's path."""
+import re
+
 import numpy as np
 import pytest
 
@@ -341,3 +343,13 @@ def test_a_config_is_copied_not_shared_with_the_caller():
     cfg = validate_config({"experiments": {"a": {"kind": "featurewise", "r": r},
                                            "b": {"kind": "featurewise", "r": r}}})["experiments"]
     assert cfg["a"]["r"] == cfg["b"]["r"] == r and cfg["a"]["r"] is not cfg["b"]["r"] is not r
+
+
+@pytest.mark.parametrize("ids, words", [
+    (("featurewise", "FeatureWise"), "The names 'featurewise' and 'FeatureWise' under 'experiments' differ in case only"),
+    (("Summary",), "The name 'Summary' under 'experiments' spells the reserved output name 'summary' in other case"),
+])
+def test_ids_that_share_files_on_a_case_insensitive_file_system_are_refused(ids, words):
+    """Ids name files (results/fits/<id>.nc): macOS and Windows file systems ignore case."""
+    with pytest.raises(ConfigError, match="^" + re.escape(words)):
+        validate_config({"experiments": {i: {"kind": "featurewise"} for i in ids}})

@@ -270,3 +270,17 @@ def initial_state(M0, W0, p: int) -> np.ndarray:
     M0 = square("M0", M0, p)
     symmetric_psd("M0", M0, context=" (M = W W^T)")
     return M0
+
+
+def interaction_matrix(C, K: int, *, context: str = " (a Gram matrix (8/m) Lambda^T Lambda)") -> np.ndarray:
+    """The mode interaction matrix C of ``K`` modes, (K, K) symmetric PSD or its (K,) diagonal of
+    non-negative C_kk (glv, staircase): the array, or one sentence on what is wrong."""
+    C = array("C", C, ndim=(1, 2))
+    if C.ndim == 1:
+        if C.shape[0] != K:
+            raise ValueError(f"C must be ({K}, {K}) or its diagonal ({K},) for {K} modes; got shape {C.shape}.")
+        nonnegative("C", C, what=" (its diagonal C_kk of a Gram matrix)")
+        return C
+    C = square("C", C, K)
+    symmetric_psd("C", C, context=context)
+    return C

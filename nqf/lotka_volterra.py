@@ -212,15 +212,8 @@ def glv(r, C, z0, t, *, rtol: float = GLV_RTOL, atol: float = GLV_ATOL, method: 
     """
     r = _checks.array("r", r, ndim=1, nonempty=True)
     K = r.shape[0]
-    C = _checks.array("C", C, ndim=(1, 2))
-    if C.ndim == 1:
-        if C.shape[0] != K:
-            raise ValueError(f"C must be ({K}, {K}) or its diagonal ({K},) for {K} modes; got shape {C.shape}.")
-        _checks.nonnegative("C", C, what=" (its diagonal C_kk of a Gram matrix)")
-    else:
-        C = _checks.square("C", C, K)
-        _checks.symmetric_psd("C", C, context=" (a Gram matrix (8/m) Lambda^T Lambda; an indefinite C "
-                              "has no quadratic model behind it and can blow up in finite time)")
+    C = _checks.interaction_matrix(C, K, context=" (a Gram matrix (8/m) Lambda^T Lambda; an indefinite C "
+                                   "has no quadratic model behind it and can blow up in finite time)")
     z0 = _checks.array("z0", z0, ndim=(0, 1))
     if z0.ndim == 1 and z0.shape[0] != K:
         raise ValueError(f"z0 must be a scalar or have one entry per mode ({K}); got {z0.shape[0]}.")

@@ -174,14 +174,7 @@ def staircase(r, C, x0=-1.0, *, loss0: float = 0.0, max_events: int | None = Non
     """
     r = _checks.array("r", r, ndim=1, nonempty=True)
     K = r.size
-    C = _checks.array("C", C, ndim=(1, 2))
-    if C.ndim == 1:
-        if C.shape[0] != K:
-            raise ValueError(f"C must be ({K}, {K}) or its diagonal ({K},) for {K} modes; got shape {C.shape}.")
-        _checks.nonnegative("C", C, what=" (its diagonal C_kk of a Gram matrix)")
-    else:
-        _checks.square("C", C, K)
-        _checks.symmetric_psd("C", C, context=" (a Gram matrix (8/m) Lambda^T Lambda)")
+    C = _checks.interaction_matrix(C, K)
     loss0 = _checks.scalar("loss0", loss0)
     if max_events is not None:
         max_events = _checks.integer("max_events", max_events, minimum=0)

@@ -28,7 +28,7 @@ import xarray as xr
 ENGINE = "netcdf4"
 # This machine's name as it appears in temporary file names (characters a file name may hold).
 HOST = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "localhost"
-# ``.<name>.<pid>@<host>.<random>.tmp``: the temporary file of an atomic write (:func:`_temporary`).
+# ``.<name>.<pid>@<host>.<random>.tmp``: the temporary file of an atomic write (:func:`temporary_beside`).
 TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)@(?P<host>[A-Za-z0-9.-]+)\.[A-Za-z0-9_]+\.tmp$")
 _PACKAGES = ("numpy", "scipy", "torch", "xarray", "netCDF4", "matplotlib", "snakemake")
 
@@ -102,11 +102,31 @@ def provenance(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return attrs
 
 
-def _temporary(path: Path) -> tuple[int, str]:
+def current_umask() -> int:
+    """The process's file-mode creation mask (read without changing it where Linux allows)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore (the only portable way to read it)
+    os.umask(mask)
+    return mask
+
+
+def temporary_beside(path: Path) -> tuple[int, str]:
     """A new hidden temporary file beside ``path`` whose name says who writes it,
     ``.<name>.<pid>@<host>.<random>.tmp`` (:data:`TEMP_PATTERN`): a later run removes one whose
-    writer is dead (nqf.results_check) without touching one a running job still writes."""
-    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{HOST}.", suffix=".tmp", dir=path.parent)
+    writer is dead (nqf.results_check) without touching one a running job still writes.
+
+    mkstemp creates the file with mode 0600 whatever the umask; it gets the mode an ordinary
+    ``open`` would give (0666 minus the umask, 0644 under umask 022), so that the file renamed
+    into place is readable by a collaborator as the umask intends (a shared results folder)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{HOST}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~current_umask())
+    return fd, tmp
 
 
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
@@ -138,7 +158,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     })
     encoding = {name: {"zlib": True, "complevel": 4}
                 for name, var in ds.data_vars.items() if var.dtype.kind in "fiu"}
-    fd, tmp = _temporary(path)
+    fd, tmp = temporary_beside(path)
     os.close(fd)
     try:
         ds.to_netcdf(tmp, engine=ENGINE, encoding=encoding)
@@ -154,7 +174,7 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write a text file atomically (temporary file in the same folder, then os.replace)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _temporary(path)
+    fd, tmp = temporary_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from nqf.netcdf import temporary_beside  # noqa: E402
 
 THEORY = {"linestyle": "--", "linewidth": 1.2}
 EXPERIMENT = {"linestyle": "-", "linewidth": 1.6}
@@ -42,7 +43,7 @@ def save(fig, paths) -> None:
     """Save ``fig`` to each path (format from the suffix) atomically, then close it."""
     for path in map(Path, paths):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+        fd, tmp = temporary_beside(path)  # named for the sweep of dead writers' leftovers, umask honoured
         os.close(fd)
         try:
             fig.savefig(tmp, format=path.suffix.lstrip("."))

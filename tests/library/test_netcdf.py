@@ -50,3 +50,29 @@ def test_truncated_and_foreign_files_are_named_in_the_error(tmp_path):
     good = write_dataset(sample(), tmp_path / "t2.nc", title="t")
     with pytest.raises(ResultFileError, match="lacks the variable"):
         open_result(good, require=("nothing",))
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])
+def test_written_files_honour_the_umask(tmp_path, umask, mode):
+    """Atomic writes go through mkstemp (mode 0600 whatever the umask); the file renamed into
+    place must have the mode a plain open() gives, 0666 minus the umask, so that a collaborator
+    in the group can read a shared results folder."""
+    import matplotlib.pyplot as plt
+
+    from nqf.netcdf import current_umask, write_text
+    from nqf.plotting import save
+
+    old = os.umask(umask)
+    try:
+        assert current_umask() == umask
+        nc = write_dataset(sample(), tmp_path / "x.nc", title="t")
+        csv = write_text(tmp_path / "s.csv", "a,b\n")
+        fig, _ = plt.subplots()
+        save(fig, [tmp_path / "f.png", tmp_path / "f.pdf"])
+        plain = tmp_path / "plain"
+        plain.write_text("x")  # what the umask gives an ordinary file here
+    finally:
+        os.umask(old)
+    assert plain.stat().st_mode & 0o777 == mode
+    for path in (nc, csv, tmp_path / "f.png", tmp_path / "f.pdf"):
+        assert path.stat().st_mode & 0o777 == mode, path.name

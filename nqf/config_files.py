@@ -230,14 +230,48 @@ def merge_overrides(base: Mapping, overrides: Mapping) -> dict:
     return out
 
 
+def _override_scalar(text: str) -> Any:
+    """A string from inside a ``--config key={...}`` value, typed as Snakemake types a top-level
+    value (int, then float, then the words True/False; anything else stays a string)."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(text, text)
+
+
+def typed_overrides(overrides: Mapping) -> dict:
+    """``--config`` overrides with the values nested in a mapping typed like top-level ones.
+
+    Snakemake parses ``--config key=value`` with int, float, True/False and, failing those,
+    YAML's base loader, which keeps every scalar inside ``{...}`` or ``[...]`` a string:
+    ``--config 'experiments={f: {eps: 0.002}}'`` arrives as ``{'f': {'eps': '0.002'}}``. Each
+    such string is typed here as Snakemake types a top-level value, so a nested number means
+    the same as ``--config device=...`` would; top-level values are left as Snakemake made them.
+    """
+    def typed(value: Any) -> Any:
+        if isinstance(value, str):
+            return _override_scalar(value)
+        if isinstance(value, Mapping):
+            return {key: typed(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [typed(item) for item in value]
+        return value
+
+    return {key: typed(value) if isinstance(value, (Mapping, list)) else value
+            for key, value in overrides.items()}
+
+
 def load_workflow_config(configfiles: Iterable[str | Path], overrides: Mapping, default: str | Path) -> dict:
     """The raw config of a workflow run: the ``--configfile`` files (read by nqf, in order, each
-    merged over the last) or, when none lists ``experiments``, the default file under them, with
-    the ``--config`` overrides on top. Validate it with :func:`nqf.config.validate_config`."""
+    merged over the last) or, when none lists ``experiments``, the default file under them, and
+    the ``--config`` overrides on top of either (nested mappings merge key by key, and values
+    nested in a mapping are typed by :func:`typed_overrides`). Validate it with
+    :func:`nqf.config.validate_config`."""
     raw: dict = {}
     for path in configfiles:
         raw = merge_overrides(raw, read_config_file(path))
-    raw = merge_overrides(raw, overrides)
     if "experiments" not in raw:
         raw = merge_overrides(read_config_file(default), raw)
-    return raw
+    return merge_overrides(raw, typed_overrides(overrides))

@@ -247,3 +247,30 @@ def test_a_duplicate_key_in_any_configfile_stops_the_workflow_config(tmp_path):
     bad = write(tmp_path, "bad.yaml", "device: cpu\ndevice: cuda\n")
     with pytest.raises(ConfigError, match=r"bad.yaml gives the key 'device' twice"):
         load_workflow_config([good, bad], {}, ROOT / "config" / "config.yaml")
+
+
+def test_nested_override_values_are_typed_as_snakemake_types_top_level_ones():
+    """Snakemake's --config gives every scalar inside {...} as a string (YAML base loader);
+    nqf types it with int, float, True/False (Snakemake's own order for a top-level value)."""
+    from nqf.config_files import typed_overrides
+
+    given = {"device": "cpu", "seeds_per_job": 2,
+             "experiments": {"f": {"eps": "0.002", "steps": "300", "r": ["1", "0.5e0"], "description": "a run",
+                                   "shuffle": "True", "tag": "1e-3x", "lr": "-1.5E-2"}}}
+    typed = typed_overrides(given)
+    f = typed["experiments"]["f"]
+    assert f == {"eps": 0.002, "steps": 300, "r": [1, 0.5], "description": "a run", "shuffle": True,
+                 "tag": "1e-3x", "lr": -0.015}
+    assert type(f["steps"]) is int and type(f["eps"]) is float
+    assert typed["device"] == "cpu" and given["experiments"]["f"]["eps"] == "0.002"  # input unchanged
+
+
+def test_overrides_of_an_experiment_merge_into_the_default_config():
+    """Without --configfile, ``--config experiments={...}`` changes keys of the default's
+    experiments; it does not replace the default's list of experiments."""
+    default = load_yaml(ROOT / "config" / "config.yaml")
+    exp = next(iter(default["experiments"]))
+    raw = load_workflow_config([], {"experiments": {exp: {"description": "changed"}}}, ROOT / "config" / "config.yaml")
+    assert set(raw["experiments"]) == set(default["experiments"])
+    assert raw["experiments"][exp] == {**default["experiments"][exp], "description": "changed"}
+    validate_config(raw)

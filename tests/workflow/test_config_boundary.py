@@ -31,7 +31,7 @@ def test_non_finite_numbers_in_json_and_config_overrides_are_refused(tmp_path):
     line = refusal(tmp_path, "--configfile", str(cfg))
     assert line.endswith("Config key 'experiments.f.eps' must be a finite number > 0 and < 1; got nan (float).")
     line = refusal(tmp_path, "--configfile", str(ROOT / "config" / "test.yaml"), "--config", "figures={font_size: inf}")
-    assert line.endswith("Config key 'figures.font_size' must be a finite number >= 4 and <= 24; got 'inf' (str).")
+    assert line.endswith("Config key 'figures.font_size' must be a finite number >= 4 and <= 24; got inf (float).")
 
 
 def test_a_yte_configfile_runs_in_snakemake_and_is_then_refused(tmp_path):
@@ -44,3 +44,18 @@ def test_a_yte_configfile_runs_in_snakemake_and_is_then_refused(tmp_path):
     line = refusal(tmp_path, "--configfile", str(cfg))
     assert "is a YTE template (__use_yte__): Snakemake evaluates its Python expressions" in line
     assert marker.read_text() == "code ran"
+
+
+def test_nested_numeric_overrides_reach_the_jobs(tmp_path):
+    """``--config 'experiments={featurewise: {eps: 0.002}}'``: Snakemake hands nqf the nested
+    0.002 as a string; nqf types it as Snakemake types a top-level value, merges it into the
+    configfile's experiment key by key, and the job is run for eps = 0.002 (its file says so)."""
+    from nqf.netcdf import config_of, open_result
+
+    # --config takes every word after it: the target goes first
+    snakemake(tmp_path, "results/theory/featurewise.nc", "--configfile", str(ROOT / "config" / "test.yaml"),
+              "--config", "experiments={featurewise: {eps: 0.002, n_record: 60}}")
+    cfg = config_of(open_result(tmp_path / "results" / "theory" / "featurewise.nc"))
+    assert cfg["eps"] == 0.002 and isinstance(cfg["eps"], float)
+    assert cfg["n_record"] == 60 and isinstance(cfg["n_record"], int)
+    assert (cfg["lr"], cfg["steps"]) == (0.02, 2000)  # the rest comes from the configfile (defaults: 0.01, 25000)

@@ -271,7 +271,7 @@ def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torc
             "batch_loss_nqf": "NQF minibatch loss before the step"}
     for n in names:
         ds[n] = (("seed", "step"), rec[n], {"units": "1", "long_name": long[n]})
-    ds["parting_step"] = ("seed", parting, {"units": "step", "long_name": f"first step with rel_output > {threshold:g} (-1: none)"})
+    ds["parting_step"] = ("seed", parting, {"units": "1", "long_name": f"first step with rel_output > {threshold:g} (-1: none)"})
     ds["time"] = ("step", factor * lr * np.arange(steps + 1.0), {
         "units": "1", "long_name": "Eq. 26 flow time c eta step (c: loss convention factor)"})
     ds.attrs.update(lr=lr, steps=steps, batch_size=batch_size, threshold=threshold, loss_convention=loss,

@@ -15,22 +15,23 @@ import json
 import os
 import re
 import socket
-import subprocess
 import tempfile
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from nqf.cf_names import describe_variables
+from nqf.provenance import (COMMAND_VARIABLE, WORKFLOW_COMMIT_VARIABLE, command_line,  # noqa: F401
+                            git_commit, package_versions, provenance)
+
 ENGINE = "netcdf4"
 # This machine's name as it appears in temporary file names (characters a file name may hold).
 HOST = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "localhost"
 # ``.<name>.<pid>@<host>.<random>.tmp``: the temporary file of an atomic write (:func:`temporary_beside`).
 TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)@(?P<host>[A-Za-z0-9.-]+)\.[A-Za-z0-9_]+\.tmp$")
-_PACKAGES = ("numpy", "scipy", "torch", "xarray", "netCDF4", "matplotlib", "snakemake")
 
 
 class ResultFileError(RuntimeError):
@@ -44,31 +45,6 @@ class ResultFileError(RuntimeError):
         super().__init__(message)
         self.path = Path(path) if path is not None else None
         self.unusable = unusable
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of the packages whose behaviour the numbers depend on."""
-    return {name: _version(name) for name in _PACKAGES}
-
-
-def git_commit(cwd: str | os.PathLike | None = None) -> str:
-    """The commit of the checkout that produced a result ('unknown' outside git), '+dirty' if modified."""
-    here = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                             text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def _attr_value(value: Any) -> Any:
@@ -86,20 +62,6 @@ def _attr_value(value: Any) -> Any:
 
 def _clean_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _attr_value(v) for k, v in attrs.items() if v is not None}
-
-
-def provenance(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Global attributes recording what produced a file."""
-    from nqf import __version__
-
-    attrs: dict[str, Any] = {
-        "nqf_version": __version__,
-        "git_commit": git_commit(),
-        "config_json": json.dumps(config if config is not None else {}, sort_keys=True, default=str),
-    }
-    for name, ver in package_versions().items():
-        attrs[f"version_{name}"] = ver
-    return attrs
 
 
 def current_umask() -> int:
@@ -129,6 +91,31 @@ def temporary_beside(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
+# A text-valued dimension coordinate (e.g. ``architecture``) is written as the label variable
+# ``<dim>_label`` with this attribute naming its dimension: CF's coordinate variables are numeric.
+LABEL_OF = "nqf_label_of"
+
+
+def _labels_apart(ds: xr.Dataset) -> xr.Dataset:
+    """Text-valued dimension coordinates moved to ``<dim>_label`` (CF auxiliary coordinates)."""
+    text = [dim for dim in ds.dims if dim in ds.coords and ds[dim].dtype.kind in "USO"]
+    for dim in text:
+        var = ds[dim]
+        ds = ds.drop_vars(dim).assign_coords({f"{dim}_label": (dim, var.values, {**var.attrs, LABEL_OF: dim})})
+    return ds
+
+
+def restore_labels(ds: xr.Dataset) -> xr.Dataset:
+    """The inverse of the writer's label split: each ``<dim>_label`` becomes the index of ``dim``
+    again, so that ``ds.sel(architecture="mlp")`` works as on the Dataset that was written."""
+    for name in [n for n, v in ds.variables.items() if LABEL_OF in v.attrs]:
+        var = ds[name]
+        dim = str(var.attrs[LABEL_OF])
+        attrs = {k: v for k, v in var.attrs.items() if k != LABEL_OF}
+        ds = ds.drop_vars(name).assign_coords({dim: (dim, var.values, attrs)})
+    return ds
+
+
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
                   config: Mapping[str, Any] | None = None, source: str | None = None) -> Path:
     """Write ``ds`` to ``path`` atomically, compressed, with CF and provenance attributes.
@@ -146,18 +133,24 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
             ds[name].attrs.update(var.attrs)
             ds[name].attrs.update(flag_values=np.array([0, 1], dtype=np.int8),
                                   flag_meanings="false true")
-        ds[name].attrs = _clean_attrs(ds[name].attrs)
+        ds[name].attrs = _clean_attrs(ds[name].attrs)  # a new dict: the caller's Dataset keeps its own
+    describe_variables(ds)  # long_name and units on every variable (nqf.cf_names)
+    ds = _labels_apart(ds)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    made_by = provenance(config)
     ds.attrs = _clean_attrs({
         **ds.attrs,
         "Conventions": "CF-1.8",
         "title": title,
         "source": source or "nqf: Neural Quadratic Forms pipeline (arXiv 2608.13335)",
-        "history": f"{now} written by nqf {provenance(config)['nqf_version']}",
-        **provenance(config),
+        **made_by,
+        "history": f"{now}: {command_line()} (written by nqf {made_by['nqf_version']})",
     })
     encoding = {name: {"zlib": True, "complevel": 4}
                 for name, var in ds.data_vars.items() if var.dtype.kind in "fiu"}
+    # text as CF character arrays (NC_CHAR, readable by every netCDF tool and CF checker)
+    encoding.update({name: {"dtype": "S1", "char_dim_name": f"{name}_strlen"}
+                     for name, var in ds.variables.items() if var.dtype.kind in "USO"})
     fd, tmp = temporary_beside(path)
     os.close(fd)
     try:
@@ -200,7 +193,7 @@ def open_result(path: str | os.PathLike, *, made_by: str | None = None,
         raise ResultFileError(f"The results file {path} does not exist{hint}.", path)
     try:
         with xr.open_dataset(path, engine=ENGINE) as ds:
-            ds = ds.load()
+            ds = restore_labels(ds.load())
     except Exception as exc:  # netCDF4 raises OSError, ValueError, RuntimeError for bad files
         raise ResultFileError(f"The results file {path} cannot be read as NetCDF "
                               f"({type(exc).__name__}: {exc}){hint}.", path, unusable=True) from exc

@@ -134,7 +134,7 @@ def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra
             "C": (("mode", "mode_j"), lv.C, {"units": "1", "long_name": "Lotka-Volterra interaction C_kj = (8/m) sum lambda_mu,k lambda_mu,j"}),
             "lam": (("sample", "mode"), lv.lam, {"units": "1", "long_name": "eigenvalue lambda_mu,k of A(x_mu) in the shared basis"}),
             "basis": (("param", "mode"), lv.basis, {"units": "1", "long_name": "shared eigenbasis P (columns)"}),
-            "Y": (("param", "param_j"), Y, {"units": "1", "long_name": "Y = (4/m) sum_mu y_mu A(x_mu)"}),
+            "Y_matrix": (("param", "param_j"), Y, {"units": "1", "long_name": "Y = (4/m) sum_mu y_mu A(x_mu)"}),
             "y": ("sample", lv.y, {"units": "1", "long_name": "target y_mu"}),
             "z_final": ("mode", z_inf, {"units": "1", "long_name": "non-negative least-squares end point of z_k"}),
         },

@@ -248,7 +248,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
              "u": (pm, rec["u"], {"units": "1", "long_name": "NQF coefficient s_k a_k W_k / sqrt(P) of the same weights"}),
              "z": (pm, rec["z"], {"units": "1", "long_name": "growing-mode amplitude z_k = (a_k + W_k)^2 / 2"}),
              "tanh_argument": (pm, rec["arg"], {"units": "1", "long_name": "max_x |s_k a_k psi_k(x)| = sqrt2 s_k |a_k|"}),
-             "steps_theta": ("theta", np.asarray(per_theta, np.int64), {"units": "step", "long_name": "GD steps of this theta (its record ends there)"})},
+             "steps_theta": ("theta", np.asarray(per_theta, np.int64), {"units": "1", "long_name": "GD steps of this theta (its record ends there)"})},
             coords={"theta": thetas, "seed": seeds, "step": grid,
                     "time": ("step", time, {"units": "1", "long_name": "Eq. 26 flow time c lr step (c: loss convention factor)"}),
                     "mode": data["mode"].values})

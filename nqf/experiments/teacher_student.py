@@ -177,7 +177,7 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
         {"r": structure_ds["r"], "C": structure_ds["C"],
          "z0": ("arch", z0, {"units": "1", "long_name": "initial z of the top mode, eps^2 d"}),
          "flow_lr": ("arch", lr, {"units": "1", "long_name": "Eq. 26 flow time per SGD step, c lr (c: loss convention factor)"}),
-         "ignition_step": ("arch", t_star / lr, {"units": "step", "long_name": "predicted ignition (half saturation) step of the NQF's top mode, ln(r/(C z0)) / (r c lr)"})},
+         "ignition_step": ("arch", t_star / lr, {"units": "1", "long_name": "predicted ignition (half saturation) step of the NQF's top mode, ln(r/(C z0)) / (r c lr)"})},
         coords={"arch": archs}, attrs={"experiment_kind": KIND, "loss_convention": cfg["loss"]})
 
 
@@ -298,12 +298,12 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     stat = lambda fn: _nan_stat(fn, parting)  # noqa: E731
     long = f"seed-mean probe MSEs differ by more than {thr:g} of the module's"
     ds = xr.Dataset(
-        {"parting_step": (("arch", "seed"), parting, {"units": "step", "long_name": f"first step with RMS(f_module - f_NQF) / RMS(f_module) > {thr:g} (NaN: none)"}),
-         "parting_mean": ("arch", stat(np.nanmean), {"units": "step", "long_name": "mean output parting step over seeds (seeds that parted)"}),
-         "parting_std": ("arch", stat(np.nanstd), {"units": "step", "long_name": "std of the output parting step over seeds (seeds that parted)"}),
-         "loss_parting_step": ("arch", sustained, {"units": "step", "long_name": f"first step from which the {long} for {sustain} consecutive steps (NaN: none)"}),
-         "first_loss_gap_step": ("arch", first_gap, {"units": "step", "long_name": f"first step where the {long} (NaN: none)"}),
-         "band_separation_step": ("arch", bands, {"units": "step", "long_name": f"first step from which the +-1 std seed bands of the probe MSEs stop overlapping for {sustain} consecutive steps (NaN: none)"}),
+        {"parting_step": (("arch", "seed"), parting, {"units": "1", "long_name": f"first step with RMS(f_module - f_NQF) / RMS(f_module) > {thr:g} (NaN: none)"}),
+         "parting_mean": ("arch", stat(np.nanmean), {"units": "1", "long_name": "mean output parting step over seeds (seeds that parted)"}),
+         "parting_std": ("arch", stat(np.nanstd), {"units": "1", "long_name": "std of the output parting step over seeds (seeds that parted)"}),
+         "loss_parting_step": ("arch", sustained, {"units": "1", "long_name": f"first step from which the {long} for {sustain} consecutive steps (NaN: none)"}),
+         "first_loss_gap_step": ("arch", first_gap, {"units": "1", "long_name": f"first step where the {long} (NaN: none)"}),
+         "band_separation_step": ("arch", bands, {"units": "1", "long_name": f"first step from which the +-1 std seed bands of the probe MSEs stop overlapping for {sustain} consecutive steps (NaN: none)"}),
          "loss_gap_at_min_agree": ("arch", gap_at, {"units": "1", "long_name": f"relative gap of the seed-mean probe MSEs at step {n_agree}"}),
          "ignition_step": theory_ds["ignition_step"]},
         coords={"arch": archs, "seed": seeds}, attrs={"experiment_kind": KIND, "sustain_steps": sustain,

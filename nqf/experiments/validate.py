@@ -119,7 +119,8 @@ def coordinate_problems(ds: xr.Dataset, cfg: Mapping) -> list[str]:
     out = []
     for coord, key in COORD_KEYS.items():
         want = cfg.get(key)
-        if coord not in ds.coords or not isinstance(want, list) or not want:
+        # a dimension's coordinate (a scalar coordinate is one run's parameter, e.g. its eps)
+        if coord not in ds.dims or coord not in ds.coords or not isinstance(want, list) or not want:
             continue
         have = _as_list(ds[coord].values)
         if len(have) != len(want):

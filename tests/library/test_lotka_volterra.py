@@ -150,6 +150,6 @@ def test_structure_file_stores_the_second_moment_operator():
     K_def = 4 / 3 * np.einsum("m,mpq->pq", np.einsum("mpq,pq->m", A, X), A)
     F = ds["K_factor"].values
     assert np.allclose(unsvec(F @ (F.T @ svec(X)), 4), K_def, atol=1e-12)
-    assert np.allclose(ds["Y"].values, 4 / 3 * np.einsum("m,mpq->pq", y, A), atol=1e-12)
+    assert np.allclose(ds["Y_matrix"].values, 4 / 3 * np.einsum("m,mpq->pq", y, A), atol=1e-12)
     diag, _ = structure_dataset(nqf.DiagonalForm(torch.as_tensor(lam)), y)
     assert np.allclose(diag["K_diag"].values, 4 / 3 * lam.T @ lam, atol=1e-12)

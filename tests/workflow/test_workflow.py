@@ -1,5 +1,6 @@
 """The Snakemake DAG end to end on config/test.yaml, through the snakemake CLI."""
 import csv
+import fnmatch
 import re
 import subprocess
 import sys
@@ -214,3 +215,92 @@ def test_html_report_groups_figures_and_claims_by_experiment(finished):
     for exp in yaml.safe_load(cfg.read_text())["experiments"]:
         assert f"{exp}.claims.csv" in html and f"exp={exp}" in html, exp
     assert "summary.csv" in html and "reproduction.html" in html
+
+
+# Empty CF tables for the checker, which otherwise downloads them (no file here uses a standard
+# name, area type or region, so an empty table checks the same).
+_CF_TABLES = {"std": "<standard_name_table><version_number>0</version_number><last_modified>2026-01-01T00:00:00Z"
+                     "</last_modified></standard_name_table>",
+              "area": "<area_type_table><version_number>0</version_number><date>2026-01-01</date></area_type_table>",
+              "region": "<standardized_region_list><version_number>0</version_number><date>2026-01-01</date>"
+                        "</standardized_region_list>"}
+
+
+def test_every_netcdf_file_passes_the_cf_checker(finished, tmp_path):
+    """cfchecker (PyPI; needs the UDUNITS-2 library) on every NetCDF file of the run: 0 errors and
+    0 warnings each. Skipped where it cannot be imported, except in CI, which installs it."""
+    import os
+
+    try:
+        import cfchecker.cfchecks  # noqa: F401
+    except Exception as exc:  # ImportError, or cfunits' FileNotFoundError without UDUNITS-2
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"cfchecker not usable here ({type(exc).__name__}: {exc})")
+    tables = {}
+    for name, text in _CF_TABLES.items():
+        tables[name] = tmp_path / f"{name}.xml"
+        tables[name].write_text('<?xml version="1.0"?>\n' + text + "\n")
+    files = sorted((finished[0] / "results").rglob("*.nc"))
+    assert len(files) > 40
+    proc = subprocess.run([sys.executable, "-m", "cfchecker.cfchecks", "-s", str(tables["std"]), "-a", str(tables["area"]),
+                           "-r", str(tables["region"]), *map(str, files)], capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out, out[-3000:]
+    assert out.count("ERRORS detected: 0") == len(files) and out.count("WARNINGS given: 0") == len(files), \
+        "\n".join(line for line in out.splitlines() if line.startswith(("CHECKING NetCDF", "ERROR", "WARN")))[-4000:]
+
+
+def test_every_variable_says_what_it_is(finished):
+    """long_name on every variable and coordinate; units on every numeric one but flags (CF 3.1)."""
+    from nqf.netcdf import open_result
+
+    for path in sorted((finished[0] / "results").rglob("*.nc")):
+        with xr.open_dataset(path) as ds:
+            for name, var in ds.variables.items():
+                assert "long_name" in var.attrs, (path, name)
+                if var.dtype.kind in "fiu" and "flag_values" not in var.attrs:
+                    assert "units" in var.attrs, (path, name)
+        open_result(path)  # labels of text dimensions restored (architecture_label -> architecture)
+
+
+def test_provenance_names_the_command_and_the_workflow_commit(finished):
+    from nqf.netcdf import git_commit
+
+    with xr.open_dataset(finished[0] / "results" / "runs" / "featurewise" / "gd.nc") as ds:
+        assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: snakemake .*--configfile .*test\.yaml", ds.attrs["history"])
+        assert ds.attrs["git_commit"] == git_commit(ROOT) != "unknown"
+
+
+def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):
+    """nqf.open_runs per experiment of config/test.yaml (a selection where its runs differ in
+    shape, as the README's table says): one Dataset along `run`, the run parameters as
+    coordinates, no NaN but the padding a kind declares, no warning; and the raw
+    xr.open_mfdataset recipe gives the same."""
+    import warnings
+
+    from nqf.experiments.validate import NONFINITE
+    from nqf.runs import CONCAT, by_record, open_runs
+
+    res = finished[0] / "results"
+    cfg = read_test_config()["experiments"]
+    select = {"collapse": {"architecture": "rectangular"}, "featurewise_powerlaw": {"run": "seeds"}}
+    for exp, exp_cfg in cfg.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ds = open_runs(exp, res, **select.get(exp, {}))
+        assert "run" in ds.dims and {"experiment", "experiment_kind"} <= set(ds.coords), exp
+        allowed = NONFINITE.get((exp_cfg["kind"], "train"), {})
+        for name, var in ds.data_vars.items():
+            if var.dtype.kind == "f" and not any(fnmatch.fnmatch(name, p) for p in allowed):
+                assert not var.isnull().any(), (exp, name)
+    comp = open_runs("competition", res)
+    assert comp.sizes["run"] == 2 and comp["eps"].dims == ("run",) and comp["step"].dims == ("run", "record")
+    assert sorted(comp["eps"].values) == sorted(cfg["competition"]["eps"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        raw = xr.open_mfdataset(sorted(str(p) for p in (res / "runs" / "competition").glob("*.nc")), combine="nested",
+                                concat_dim="run", preprocess=by_record, **CONCAT).load()
+    xr.testing.assert_allclose(raw.drop_attrs(), comp.drop_attrs())
+    with pytest.raises(ValueError, match=r"dimension 'mode' differs between runs .* open_runs\('collapse', architecture="):
+        open_runs("collapse", res)

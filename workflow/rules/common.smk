@@ -5,16 +5,25 @@
 # evaluating a YTE template): nqf reads those files again itself, strictly (nqf.config_files), with
 # the --config overrides on top, and uses only that reading. A config file is code to Snakemake
 # (README, "Security"): run only configs you trust.
+import os
+import shlex
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from nqf import experiments as nqf_experiments
+from nqf import provenance as nqf_provenance
 from nqf.config import ConfigError, load_workflow_config, validate_config
 from nqf.experiments.machine import cluster_executor
 
 DEFAULT_CONFIG = Path(workflow.basedir) / "config" / "config.yaml"
+
+# Provenance of every file a job writes (nqf.provenance): the command of this snakemake
+# call and the commit of this workflow's checkout. Set once, by the first parse: jobs inherit
+# the environment (a cluster job re-parses on its node and keeps the submitting call's values).
+os.environ.setdefault(nqf_provenance.COMMAND_VARIABLE, shlex.join(["snakemake", *sys.argv[1:]]))
+os.environ.setdefault(nqf_provenance.WORKFLOW_COMMIT_VARIABLE, nqf_provenance.git_commit(workflow.basedir))
 
 try:
     _raw = load_workflow_config(workflow.config_settings.configfiles,  # --configfile, in order

@@ -15,6 +15,7 @@ from nqf.experiments.divergence import diverged_run, stable_lr_clause, structure
 from nqf.experiments.jobs import job
 from nqf.experiments.validate import open_stage
 from nqf.netcdf import open_result, write_dataset
+from nqf.runs import with_run_coordinates
 from nqf.training import TrainingDiverged
 
 cfg = snakemake.params.cfg  # noqa: F821
@@ -39,4 +40,7 @@ with job(snakemake.log[0], "train") as log:  # noqa: F821
         ds = diverged_run(exc, run, str(exc))
     if block is not None:
         ds.attrs.update(run=run, seed_block_of=base)
+    ds.attrs.setdefault("run", run)
+    # run parameters as scalar coordinates: the files of an experiment concatenate along 'run'
+    ds = with_run_coordinates(ds, snakemake.wildcards.exp)  # noqa: F821
     write_dataset(ds, snakemake.output[0], config=cfg, title=title)  # noqa: F821

@@ -123,12 +123,12 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     ds = xr.Dataset(
         {k: (("arch", "seed"), v, {"units": "1", "long_name": f"final {k.replace('_', ' ')}"}) for k, v in vals.items()},
         coords={"arch": archs, "seed": seeds}, attrs={"experiment_kind": KIND, "threshold": thr, "floor_fraction": frac})
-    long = {"floor_step": ("step", f"first recorded step at which the NQF's loss is within {frac:g} of its way to the least-squares floor (NaN: not within the run)"),
-            "scored_until": ("step", "last step at which the pair is scored (the floor step, or the run's end)"),
+    long = {"floor_step": ("1", f"first recorded step at which the NQF's loss is within {frac:g} of its way to the least-squares floor (NaN: not within the run)"),
+            "scored_until": ("1", "last step at which the pair is scored (the floor step, or the run's end)"),
             "max_loss_gap": ("1", "max over scored steps of |L_NQF - L_module| / L_module (seed means)"),
             "max_accuracy_gap": ("1", "max over scored steps of |acc_NQF - acc_module| (seed means)"),
-            "loss_part_step": ("step", f"first recorded step from which the relative loss gap exceeds {thr:g} at {n_last} consecutive records"),
-            "accuracy_part_step": ("step", f"first recorded step from which the accuracy gap exceeds the tolerance at {n_last} consecutive records"),
+            "loss_part_step": ("1", f"first recorded step from which the relative loss gap exceeds {thr:g} at {n_last} consecutive records"),
+            "accuracy_part_step": ("1", f"first recorded step from which the accuracy gap exceeds the tolerance at {n_last} consecutive records"),
             "accuracy_se": ("1", "binomial standard error of a test accuracy at the scored step"),
             "min_nqf_loss": ("1", "lowest NQF train loss over steps and seeds")}
     for k, (units, ln_) in long.items():

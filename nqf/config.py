@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib.resources
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,7 +41,9 @@ __all__ = ["ConfigError", "RENAMED", "describe", "key_path", "kind_names", "load
            "load_workflow_config", "load_yaml", "merge_overrides", "read_config_file", "resolve",
            "validate_config"]
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+# Shipped inside the package (a wheel installs it with nqf); workflow/schemas/config.schema.yaml,
+# where a Snakemake workflow keeps its schema, links to this file.
+SCHEMA_PATH = Path(str(importlib.resources.files("nqf") / "schemas" / "config.schema.yaml"))
 # PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; accept exactly that spelling.
 _SCI_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
 # An experiment id names files and labels: checked with fullmatch, which has no trailing-newline hole.

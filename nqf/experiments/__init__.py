@@ -38,7 +38,7 @@ nqf.experiments.powerlaw (the power-law kinds). No kind imports another kind.
 
 Adding an experiment of a known kind is a config change only; adding a kind is a new module
 here, its figure module in figures/, its entry in KINDS and its schema under $defs in
-workflow/schemas/config.schema.yaml.
+nqf/schemas/config.schema.yaml (linked from workflow/schemas/).
 """
 from __future__ import annotations
 

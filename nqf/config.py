@@ -43,6 +43,7 @@ __all__ = ["ConfigError", "RENAMED", "describe", "key_path", "kind_names", "load
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
 # PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; accept exactly that spelling.
 _SCI_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
+_EXACT_INT = 2 ** 53  # every integer up to here is a float exactly
 # An experiment id names files and labels: checked with fullmatch, which has no trailing-newline hole.
 EXPERIMENT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
@@ -224,13 +225,27 @@ def _validator(root: Mapping):
     return _VALIDATORS[base]
 
 
+def _integral(value: Any) -> int | None:
+    """``value`` as an int where it is a float (2000.0, 1.0e+5) or a YAML-1.1 number string
+    ('1e5') holding an integer exactly, else None."""
+    if isinstance(value, str) and _SCI_NUMBER.match(value.strip()):
+        value = float(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INT:
+        return int(value)
+    return None
+
+
 def _coerce_numbers(value: Any, schema: Mapping, root: Mapping) -> Any:
-    """Turn YAML-1.1 strings such as '1e-5' into floats where the schema wants a number."""
+    """Turn YAML-1.1 strings such as '1e-5' into floats where the schema wants a number, and
+    integral floats (2000.0, '1e5') into ints where it wants an integer: JSON Schema's
+    ``integer`` takes 2000.0, which range(), seed generators and run ids do not."""
     schema = resolve(schema, root)
     types = schema.get("type")
     types = [types] if isinstance(types, str) else (types or [])
     if isinstance(value, str) and "number" in types and _SCI_NUMBER.match(value.strip()):
         return float(value)
+    if "integer" in types and "number" not in types and not isinstance(value, bool) and _integral(value) is not None:
+        return _integral(value)
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         return [_coerce_numbers(v, schema["items"], root) for v in value]
     if isinstance(value, dict) and "properties" in schema:

@@ -278,6 +278,11 @@ def _check(instance: Any, schema: Mapping, prefix: tuple, root: Mapping) -> None
 
 # Output names the workflow writes beside the experiments' (the schema's propertyNames.not.enum).
 RESERVED_IDS = ("structure_matrices", "summary")
+# Names Windows reserves for devices in any case and with any extension (results/figures/con.pdf).
+WINDOWS_DEVICES = ("con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10)))
+# Snakemake refuses a wildcard value that ends in one part repeated 20 times or more (its
+# PeriodicityDetector, a guard against recursive rules), after parsing: 'a' * 20 stops the DAG.
+_PERIODIC = re.compile(r"((.+?)\2{19,99})$")
 
 
 def _check_experiment_ids(experiments: Any) -> None:
@@ -303,6 +308,14 @@ def _check_experiment_ids(experiments: Any) -> None:
             raise ConfigError(f"The name '{exp_id}' under 'experiments' spells the reserved output name "
                               f"'{folded}' in other case (the same file on a case-insensitive file system); "
                               f"choose another experiment id.")
+        if folded in WINDOWS_DEVICES:
+            raise ConfigError(f"The name '{exp_id}' under 'experiments' is a device name on Windows, where "
+                              f"no file may be called {folded}.nc or {folded}.pdf; choose another experiment id.")
+        periodic = _PERIODIC.search(exp_id)
+        if periodic:
+            raise ConfigError(f"The name '{exp_id}' under 'experiments' ends in '{periodic.group(2)}' repeated "
+                              f"{len(periodic.group(1)) // len(periodic.group(2))} times, which Snakemake refuses "
+                              f"in a wildcard (it takes it for a recursive rule); choose another experiment id.")
 
 
 def validate_config(config: Mapping[str, Any], schema: Mapping | None = None) -> dict:

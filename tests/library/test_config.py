@@ -396,3 +396,30 @@ def test_seeds_per_job_written_as_a_float_makes_blocks():
                                                  "seeds": [0, 1, 2], "seeds_per_job": 2.0}}})
     E.check_config(cfg)
     assert E.run_ids(cfg["experiments"]["t"]) == ["mlp.seeds-0-1", "mlp.seeds-2"]
+
+
+@pytest.mark.parametrize("exp_id, words", [
+    ("a" * 64, "ends in 'a' repeated 64 times, which Snakemake refuses in a wildcard"),
+    ("run_" + "x" * 20, "ends in 'x' repeated 20 times"),
+    ("sweep" + "_1" * 20, "ends in '_1' repeated 20 times"),
+    ("con", "is a device name on Windows"),
+    ("NUL", "is a device name on Windows"),
+    ("com7", "is a device name on Windows"),
+])
+def test_ids_that_snakemake_or_a_file_system_cannot_take_are_refused(exp_id, words):
+    """Snakemake stops the DAG on a wildcard value ending in a part repeated 20 times or more
+    (PeriodicWildcardError, after parsing; 'a' * 64 passed the id pattern); Windows has no file
+    con.nc. Both are refused with the id."""
+    from snakemake.io import PeriodicityDetector
+
+    with pytest.raises(ConfigError, match=rf"^The name '{exp_id}' under 'experiments' {re.escape(words)}"):
+        validate_config({"experiments": {exp_id: {"kind": "featurewise"}}})
+    assert (PeriodicityDetector().is_periodic(exp_id) is not None) == ("repeated" in words)
+
+
+@pytest.mark.parametrize("exp_id", ["a" * 19, "run_" + "ab" * 19, "console", "com10", "lpt", "x" * 19 + "y"])
+def test_ids_near_those_limits_are_accepted(exp_id):
+    from snakemake.io import PeriodicityDetector
+
+    assert PeriodicityDetector().is_periodic(exp_id) is None
+    assert exp_id in validate_config({"experiments": {exp_id: {"kind": "featurewise"}}})["experiments"]

@@ -200,11 +200,31 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     limit = None if jobs_run_here else machine.CLUSTER_MEMORY
     for exp_id, exp in cfg["experiments"].items():
         kind = kind_of(exp)
-        problems = seed_block_check(exp) or run_id_check(exp) or hook(kind, "check")(exp)
+        problems = seed_block_check(exp) or eps_check(exp) or run_id_check(exp) or hook(kind, "check")(exp)
         if not problems:
             problems = machine.size_problems(exp_id, exp, kind, limit)
         for key, problem in problems:
             raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
+
+
+# Initial scales: every kind takes ln(1/eps), which overflows below the smallest normal float64
+# (1/5e-324 is inf), and holds z(0) = eps, which loses its digits there.
+EPS_KEYS = ("eps", "crossover_eps")
+
+
+def eps_check(exp_cfg: dict) -> list[tuple[str, str]]:
+    """(key path, sentence) for an initial scale below the smallest normal float64 number."""
+    import sys
+
+    tiny = sys.float_info.min
+    for key in EPS_KEYS:
+        values = exp_cfg.get(key)
+        for i, v in enumerate(values if isinstance(values, list) else [values]):
+            if isinstance(v, (int, float)) and 0 < v < tiny:
+                where = f"{key}.{i}" if isinstance(values, list) else key
+                return [(where, f"{v:.3g} is below {tiny:.4g}, the smallest normal float64 number, where "
+                                f"ln(1/eps) overflows and z(0) = eps loses its digits; use eps >= {tiny:.4g}.")]
+    return []
 
 
 def run_id_check(exp_cfg: dict) -> list[tuple[str, str]]:

@@ -1,6 +1,8 @@
 """Refusals that used to come late, with a traceback, after other jobs had run, made before any
 job starts (check_config): a CUDA device this machine lacks, competition's lam and y that do not
 fit together, runs far beyond the machine's memory or step budget. Config-level only."""
+import re
+
 import pytest
 import torch
 
@@ -135,3 +137,18 @@ def test_an_lr_beyond_gd_stability_is_refused(exp, bound):
 def test_the_stability_bound_is_in_the_units_of_the_loss_convention():
     with pytest.raises(ConfigError, match=r"is 0.5, a flow step c lr = 1.5 \(loss sum\) .* use lr below 0.25\.$"):
         _checked({"kind": "competition", "lr": 0.5, "loss": "sum"})
+
+
+@pytest.mark.parametrize("exp, key", [
+    ({"kind": "competition", "eps": [1e-3, 5e-324]}, "eps.1"),  # was an OverflowError in the size estimate
+    ({"kind": "featurewise", "eps": 1e-310}, "eps"),
+    ({"kind": "featurewise_powerlaw", "crossover_eps": [1e-2, 2e-308]}, "crossover_eps.1"),
+    ({"kind": "teacher_student", "eps": 1e-320}, "eps"),
+])
+def test_a_subnormal_eps_is_refused_before_any_job(exp, key):
+    with pytest.raises(ConfigError, match=rf"^Config key 'experiments.x.{re.escape(key)}': .* is below 2.225e-308, "
+                                          r"the smallest normal float64 number"):
+        _checked(exp)
+    lowest = {**exp, key.split(".")[0]: ([*exp[key.split(".")[0]][:-1], 2.2250738585072014e-308]
+                                          if "." in key else 2.2250738585072014e-308)}
+    assert E.eps_check(validate_config({"experiments": {"x": lowest}})["experiments"]["x"]) == []

@@ -95,6 +95,11 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     from nqf.architectures import ARCHITECTURES
     from nqf.effective import teacher_weights
 
+    s = list(cfg["singular_values"])
+    if any(a < b for a, b in zip(s, s[1:])):
+        # s_k is compared with the k-th largest singular value of E (nqf.spectra.deviation)
+        return [("singular_values", f"must be listed from largest to smallest (s_1 >= s_2 >= ...), as the "
+                                    f"learned spectrum is compared with them in that order; got {s}.")]
     problems = []
     r = len(cfg["singular_values"])
     for arch in cfg["architectures"]:

@@ -152,3 +152,13 @@ def test_a_subnormal_eps_is_refused_before_any_job(exp, key):
     lowest = {**exp, key.split(".")[0]: ([*exp[key.split(".")[0]][:-1], 2.2250738585072014e-308]
                                           if "." in key else 2.2250738585072014e-308)}
     assert E.eps_check(validate_config({"experiments": {"x": lowest}})["experiments"]["x"]) == []
+
+
+def test_singular_values_are_listed_from_largest_to_smallest():
+    """D divides the k-th largest learned singular value's gap by s_k: an ascending list would
+    scale every D by the wrong s_k."""
+    exp = {"kind": "nqf_approximation", "architectures": ["mlp"], "sizes": {"mlp": {"D": 10, "width": 8}}}
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.singular_values': must be listed from largest "
+                                          r"to smallest \(s_1 >= s_2 >= ...\).*; got \[0.25, 0.5, 1.0\]\.$"):
+        _checked({**exp, "singular_values": [0.25, 0.5, 1.0]})
+    _checked({**exp, "singular_values": [1.0, 0.5, 0.5]})  # equal values are a valid teacher

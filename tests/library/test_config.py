@@ -423,3 +423,14 @@ def test_ids_near_those_limits_are_accepted(exp_id):
 
     assert PeriodicityDetector().is_periodic(exp_id) is None
     assert exp_id in validate_config({"experiments": {exp_id: {"kind": "featurewise"}}})["experiments"]
+
+
+@pytest.mark.parametrize("kind, key, value, path", [
+    # two equal variances made a duplicated MultiIndex, an unstack error in the train job
+    ("deep", "init_variance", {"mlp": [0.5, 0.5]}, "experiments.x.init_variance.mlp"),
+    # the same crossover replica twice counted twice in the slope against ln(1/eps)
+    ("featurewise_powerlaw", "crossover_eps", [1e-2, 1e-4, 1e-2], "experiments.x.crossover_eps"),
+])
+def test_lists_of_replicas_must_hold_distinct_values(kind, key, value, path):
+    with pytest.raises(ConfigError, match=rf"^Config key '{re.escape(path)}' must list distinct values; got "):
+        validate_config({"experiments": {"x": {"kind": kind, key: value}}})

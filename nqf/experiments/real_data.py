@@ -71,6 +71,9 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
     problems = []
     name = cfg["dataset"]
+    if cfg.get("path") and name != "mnist_npz":
+        return [("path", f"is read only with dataset mnist_npz, and dataset is {name}, whose images would be "
+                         f"trained on instead; set dataset: mnist_npz to use the file, or remove path.")]
     if isinstance(cfg["n_train"], dict):
         missing = [a for a in cfg["architectures"] if a not in cfg["n_train"]]
         if missing:

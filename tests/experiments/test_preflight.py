@@ -162,3 +162,11 @@ def test_singular_values_are_listed_from_largest_to_smallest():
                                           r"to smallest \(s_1 >= s_2 >= ...\).*; got \[0.25, 0.5, 1.0\]\.$"):
         _checked({**exp, "singular_values": [0.25, 0.5, 1.0]})
     _checked({**exp, "singular_values": [1.0, 0.5, 0.5]})  # equal values are a valid teacher
+
+
+def test_a_data_path_with_a_dataset_that_ignores_it_is_refused(tmp_path):
+    """path without dataset: mnist_npz used to train on the bundled MNIST, silently."""
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.path': is read only with dataset mnist_npz, "
+                                          r"and dataset is mnist5k, whose images would be trained on instead"):
+        _checked({"kind": "real_data", "path": str(tmp_path / "mine.npz")})
+    _checked({"kind": "real_data", "dataset": "digits8x8", "path": None, "n_train": 100, "n_test": 20})

@@ -169,4 +169,5 @@ def test_a_data_path_with_a_dataset_that_ignores_it_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.path': is read only with dataset mnist_npz, "
                                           r"and dataset is mnist5k, whose images would be trained on instead"):
         _checked({"kind": "real_data", "path": str(tmp_path / "mine.npz")})
-    _checked({"kind": "real_data", "dataset": "digits8x8", "path": None, "n_train": 100, "n_test": 20})
+    _checked({"kind": "real_data", "dataset": "digits8x8", "path": None, "n_train": 100, "n_test": 20,
+              "architectures": ["mlp"]})

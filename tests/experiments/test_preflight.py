@@ -123,6 +123,11 @@ def test_every_kind_has_an_estimate_of_the_default_size():
     ({"kind": "featurewise", "lr": 2.1}, "2"),  # C = I, r_1 = 1: the Hessian at saturation has eigenvalue 1
     ({"kind": "collapse", "lr": 3.0}, "2"),
     ({"kind": "competition", "lr": 1.0}, "0.75"),
+    # per sample a rank-one Hessian block, eigenvalue (8/m) sum_k lambda_k^2 z_k at the flow's end
+    # point (zeta_1 = 4 at eps -> 0): lr 1.0 diverged in the train job after the data job ran
+    ({"kind": "samplewise", "lr": 0.6}, "0.5037"),
+    ({"kind": "samplewise_powerlaw", "lr": 1.0, "zeta1": 4.0}, "0.5007"),
+    ({"kind": "featurewise_powerlaw", "lr": 2.0}, "2"),  # r_1 = 1; the schema's maximum is 2
 ])
 def test_an_lr_beyond_gd_stability_is_refused(exp, bound):
     """Where C and the end point follow from the config, an lr at which GD cannot settle (it
@@ -171,3 +176,36 @@ def test_a_data_path_with_a_dataset_that_ignores_it_is_refused(tmp_path):
         _checked({"kind": "real_data", "path": str(tmp_path / "mine.npz")})
     _checked({"kind": "real_data", "dataset": "digits8x8", "path": None, "n_train": 100, "n_test": 20,
               "architectures": ["mlp"]})
+
+
+@pytest.mark.parametrize("kind, m", [("featurewise_powerlaw", 1000), ("samplewise_powerlaw", 500), ("samplewise", 4)])
+def test_the_default_lr_under_the_sum_convention_is_refused(kind, m):
+    """loss: sum multiplies the flow step by m: the default lr would diverge (or oscillate) in the
+    train job; the sentence gives the lr to use."""
+    lr = {"samplewise": 0.2}.get(kind, 0.1)
+    with pytest.raises(ConfigError, match=rf"^Config key 'experiments.x.lr': is {lr:g}, a flow step c lr = "
+                                          rf"{m * lr:.4g} \(loss sum\) at or above .*; use lr below "):
+        _checked({"kind": kind, "loss": "sum", "lr": lr})
+    _checked({"kind": kind, "loss": "sum", "lr": 0.1 / m})
+
+
+def test_sample_block_curvature_is_the_dense_hessian_eigenvalue():
+    """nqf.stability.sample_block_curvature (O(m K)) against max_stable_lr on the dense p x p
+    problem at the flow's end point z_k = z0_k exp(lambda_k u), sum_k lambda_k z_k = y."""
+    import numpy as np
+    from scipy.optimize import brentq
+
+    from nqf.stability import max_stable_lr, sample_block_curvature
+
+    rng = np.random.default_rng(0)
+    lam, y, z0 = rng.uniform(0.1, 3, (4, 3)), rng.uniform(0.1, 2, 4), 10.0 ** rng.uniform(-9, -1, (4, 3))
+    z = np.concatenate([z0[i] * np.exp(lam[i] * brentq(
+        lambda u: np.logaddexp.reduce(np.log(lam[i] * z0[i]) + lam[i] * u) - np.log(y[i]), -1e3, 1e3, xtol=1e-14))
+        for i in range(4)])
+    L = np.zeros((4, 12))
+    for i in range(4):
+        L[i, 3 * i:3 * i + 3] = lam[i]
+    dense = max_stable_lr(8 / 4 * L.T @ L, z)
+    assert np.isclose(2 / sample_block_curvature(lam, y, z0).max(), dense, rtol=1e-9)
+    zeta = 8 / 4 * lam.max(axis=1) * y
+    assert np.all(sample_block_curvature(lam, y, z0) <= zeta)  # below zeta_mu, its eps -> 0 limit

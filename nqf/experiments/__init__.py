@@ -185,10 +185,11 @@ def structure_of(data, cfg: dict):
 
 def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     """Cross-key checks a JSON schema cannot express, run on a validated config before any job
-    starts: each experiment's seed blocks, run ids (:func:`run_id_check`), its kind's
-    ``check(exp_cfg)`` (sizes that must fit together) and its largest run's memory and steps
-    (nqf.experiments.machine): against this machine, and its device, where the jobs run here
-    (``jobs_run_here``), else against the largest node a cluster has. Problems are (key path
+    starts: each experiment's seed blocks, its eps values (:func:`eps_check`), run ids
+    (:func:`run_id_check`), its largest run's memory and steps (nqf.experiments.machine), then
+    its kind's ``check(exp_cfg)`` (sizes that must fit together; it may build modules): against
+    this machine, and its device, where the jobs run here (``jobs_run_here``), else against the
+    largest node a cluster has. Problems are (key path
     inside the experiment, sentence) pairs; the first becomes a ConfigError."""
     from nqf.config import ConfigError
     from nqf.experiments import machine
@@ -200,9 +201,9 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     limit = None if jobs_run_here else machine.CLUSTER_MEMORY
     for exp_id, exp in cfg["experiments"].items():
         kind = kind_of(exp)
-        problems = seed_block_check(exp) or eps_check(exp) or run_id_check(exp) or hook(kind, "check")(exp)
-        if not problems:
-            problems = machine.size_problems(exp_id, exp, kind, limit)
+        problems = seed_block_check(exp) or eps_check(exp) or run_id_check(exp)
+        # sizes before the kind's check, which may build its modules (an estimate builds none)
+        problems = problems or machine.size_problems(exp_id, exp, kind, limit) or hook(kind, "check")(exp)
         for key, problem in problems:
             raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
 

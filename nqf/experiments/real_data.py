@@ -109,7 +109,9 @@ def estimate(cfg: dict) -> dict:
     from nqf.experiments.machine import generic_estimate
 
     side = 8 if cfg["dataset"] == "digits8x8" else 28
-    n = max(n_train_of(cfg, a) for a in cfg["architectures"]) + int(cfg["n_test"])
+    counts = cfg["n_train"]  # a mapping missing an architecture is refused by check, after this
+    n = max(int(counts.get(a, 0)) if isinstance(counts, dict) else int(counts) for a in cfg["architectures"])
+    n += int(cfg["n_test"])
     loss = generic_estimate(cfg)
     return {"bytes": 8 * 3 * n * side * side + 4 * loss["bytes"], "key": "n_train",
             "what": f"{n} images of {side}x{side}", "steps": _largest_steps(cfg)}

@@ -62,6 +62,22 @@ def test_a_run_far_beyond_the_memory_is_refused_with_its_size():
     ({"kind": "samplewise", "y": [1.0] * 1024, "entries": [1.0] * 64}, "entries"),
     ({"kind": "samplewise_powerlaw", "m": 100000, "entries": [1.0] * 16}, "m"),
     ({"kind": "featurewise_powerlaw", "m": 100000}, "m"),
+    # the module kinds (issue 16, second pass): these were accepted and started their data jobs
+    ({"kind": "nqf_approximation", "architectures": ["mlp"], "n_samples": 1000000, "singular_values": [1.0],
+      "sizes": {"mlp": {"D": 4096, "width": 4096}}}, "n_samples"),
+    ({"kind": "nqf_approximation", "architectures": ["mha"], "singular_values": [1.0],
+      "sizes": {"mha": {"D": 4096, "d_k": 4096, "d_v": 4096, "seq_len": 4096, "width": 4096}}}, "sizes.mha"),
+    ({"kind": "nqf_approximation", "architectures": ["qk_head"], "singular_values": [1.0], "record_M_max_p": 10 ** 9,
+      "n_record": 100000, "sizes": {"qk_head": {"D": 64, "d_k": 64, "width": 1}}}, "n_record"),
+    ({"kind": "teacher_student", "architectures": ["qk_head"], "batch_size": 1000000,
+      "sizes": {"qk_head": {"D": 4096, "seq_len": 4096}}}, "batch_size"),
+    ({"kind": "deep", "architectures": ["mlp"], "n_train": 10000000, "sizes": {"mlp": {"dims": [4096] * 8 + [1]}}},
+     "n_train"),
+    ({"kind": "deep", "architectures": ["attention"], "sizes": {"attention": {"D": 4096, "hidden": 4096}}},
+     "sizes.attention"),
+    ({"kind": "fourier_powerlaw", "P": 4096, "M": 65536, "seeds": list(range(512))}, "M"),
+    ({"kind": "fourier_powerlaw", "seeds": list(range(4096)), "n_record": 100000}, "n_record"),
+    ({"kind": "fourier_powerlaw", "raw_width": 65536, "M": 65536, "raw_seeds": list(range(1024))}, "raw_width"),
 ])
 def test_each_kind_estimate_refuses_its_absurd_sizes(exp, key):
     """Measured against a 64 GB machine, whatever runs the tests."""
@@ -209,3 +225,37 @@ def test_sample_block_curvature_is_the_dense_hessian_eigenvalue():
     assert np.isclose(2 / sample_block_curvature(lam, y, z0).max(), dense, rtol=1e-9)
     zeta = 8 / 4 * lam.max(axis=1) * y
     assert np.all(sample_block_curvature(lam, y, z0) <= zeta)  # below zeta_mu, its eps -> 0 limit
+
+
+def test_a_module_far_beyond_the_memory_is_refused_before_it_is_built():
+    """nqf_approximation's check builds each module (and its teacher): a 550 GB MHA used to be
+    allocated there, at parse time (a torch allocation error, or the machine's memory exhausted).
+    The size estimate builds on torch's meta device, and runs first."""
+    huge = {"kind": "nqf_approximation", "architectures": ["mha"], "singular_values": [1.0],
+            "sizes": {"mha": {"D": 4096, "d_k": 4096, "d_v": 4096, "seq_len": 16, "width": 4096}}}
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.sizes.mha': experiment x would hold .* TB in "
+                                          r"one run \(mha: 600 inputs of 69632 values, 6 replicas of W of "):
+        _checked(huge)
+
+
+def test_module_kind_estimates_grow_with_their_sizes():
+    """Each size key a module kind has raises its estimate (a floor, in bytes)."""
+    def est(exp):
+        cfg = validate_config({"experiments": {"x": exp}})["experiments"]["x"]
+        return machine.estimate(E.kind_of(cfg), cfg)["bytes"]
+
+    cases = [({"kind": "nqf_approximation", "architectures": ["mlp"]}, ("n_samples", 1200), ("seeds", [0, 1, 2, 3])),
+             ({"kind": "teacher_student", "architectures": ["mlp"]}, ("n_probe", 512), ("batch_size", 1024)),
+             ({"kind": "deep", "architectures": ["mlp"]}, ("n_train", 400), ("n_test", 2000)),
+             ({"kind": "fourier_powerlaw"}, ("P", 100), ("n_record", 800))]
+    for base, *grown in cases:
+        for key, value in grown:
+            assert est({**base, key: value}) > est(base), (base["kind"], key)
+
+
+def test_a_deep_mlp_with_an_odd_number_of_layers_is_refused_before_any_job():
+    """The 2-layer NQF pairs the layers: dims of even length made the data job fail."""
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.sizes.mlp': the mlp model cannot be built: "
+                                          r"DeepMLP needs an even number of weight layers"):
+        _checked({"kind": "deep", "architectures": ["mlp"], "sizes": {"mlp": {"dims": [8, 16, 16, 1]}}})
+    _checked({"kind": "deep", "architectures": ["mlp"], "sizes": {"mlp": {"dims": [8, 16, 1]}}})

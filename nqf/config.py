@@ -46,6 +46,7 @@ __all__ = ["ConfigError", "RENAMED", "describe", "key_path", "kind_names", "load
 SCHEMA_PATH = Path(str(importlib.resources.files("nqf") / "schemas" / "config.schema.yaml"))
 # PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; accept exactly that spelling.
 _SCI_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
+_EXACT_INT = 2 ** 53  # every integer up to here is a float exactly
 # An experiment id names files and labels: checked with fullmatch, which has no trailing-newline hole.
 EXPERIMENT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
@@ -227,13 +228,27 @@ def _validator(root: Mapping):
     return _VALIDATORS[base]
 
 
+def _integral(value: Any) -> int | None:
+    """``value`` as an int where it is a float (2000.0, 1.0e+5) or a YAML-1.1 number string
+    ('1e5') holding an integer exactly, else None."""
+    if isinstance(value, str) and _SCI_NUMBER.match(value.strip()):
+        value = float(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INT:
+        return int(value)
+    return None
+
+
 def _coerce_numbers(value: Any, schema: Mapping, root: Mapping) -> Any:
-    """Turn YAML-1.1 strings such as '1e-5' into floats where the schema wants a number."""
+    """Turn YAML-1.1 strings such as '1e-5' into floats where the schema wants a number, and
+    integral floats (2000.0, '1e5') into ints where it wants an integer: JSON Schema's
+    ``integer`` takes 2000.0, which range(), seed generators and run ids do not."""
     schema = resolve(schema, root)
     types = schema.get("type")
     types = [types] if isinstance(types, str) else (types or [])
     if isinstance(value, str) and "number" in types and _SCI_NUMBER.match(value.strip()):
         return float(value)
+    if "integer" in types and "number" not in types and not isinstance(value, bool) and _integral(value) is not None:
+        return _integral(value)
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         return [_coerce_numbers(v, schema["items"], root) for v in value]
     if isinstance(value, dict) and "properties" in schema:
@@ -266,6 +281,11 @@ def _check(instance: Any, schema: Mapping, prefix: tuple, root: Mapping) -> None
 
 # Output names the workflow writes beside the experiments' (the schema's propertyNames.not.enum).
 RESERVED_IDS = ("structure_matrices", "summary")
+# Names Windows reserves for devices in any case and with any extension (results/figures/con.pdf).
+WINDOWS_DEVICES = ("con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10)))
+# Snakemake refuses a wildcard value that ends in one part repeated 20 times or more (its
+# PeriodicityDetector, a guard against recursive rules), after parsing: 'a' * 20 stops the DAG.
+_PERIODIC = re.compile(r"((.+?)\2{19,99})$")
 
 
 def _check_experiment_ids(experiments: Any) -> None:
@@ -291,6 +311,14 @@ def _check_experiment_ids(experiments: Any) -> None:
             raise ConfigError(f"The name '{exp_id}' under 'experiments' spells the reserved output name "
                               f"'{folded}' in other case (the same file on a case-insensitive file system); "
                               f"choose another experiment id.")
+        if folded in WINDOWS_DEVICES:
+            raise ConfigError(f"The name '{exp_id}' under 'experiments' is a device name on Windows, where "
+                              f"no file may be called {folded}.nc or {folded}.pdf; choose another experiment id.")
+        periodic = _PERIODIC.search(exp_id)
+        if periodic:
+            raise ConfigError(f"The name '{exp_id}' under 'experiments' ends in '{periodic.group(2)}' repeated "
+                              f"{len(periodic.group(1)) // len(periodic.group(2))} times, which Snakemake refuses "
+                              f"in a wildcard (it takes it for a recursive rule); choose another experiment id.")
 
 
 def validate_config(config: Mapping[str, Any], schema: Mapping | None = None) -> dict:

@@ -5,7 +5,8 @@ YAML file with ``__use_yte__: true`` is a YTE template whose Python expressions 
 and keeps the last of two equal keys. So the workflow does not use Snakemake's ``config``:
 :func:`load_workflow_config` reads each config file again with :func:`read_config_file` and
 applies the ``--config`` overrides on top. That reader refuses, in one sentence each: a key
-given twice in one mapping (YAML: file and line; JSON: the key path), a YTE template, a file
+given twice in one mapping (YAML: file and line; JSON: the key path), a number YAML 1.1 reads
+otherwise than it shows (017 as octal 15, 3:20 as base-60 200), a YTE template, a file
 that is not UTF-8, empty, larger than ``MAX_BYTES``, not a mapping, or that expands past
 ``nqf.config_values.MAX_NODES`` values (an alias bomb). YAML is read with a SafeLoader subclass
 (no tag can build a Python object, nothing is executed); nqf cannot stop what Snakemake
@@ -34,6 +35,18 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.lines = key, (first, second)
 
 
+class _AmbiguousNumber(yaml.YAMLError):
+    def __init__(self, text: str, value, line: int, reading: str):
+        super().__init__(text, value, line, reading)
+        self.text, self.value, self.line, self.reading = text, value, line, reading
+
+
+# YAML 1.1 (PyYAML, and Snakemake's reading) takes a leading 0 for octal (017 is 15) and colons
+# for base 60 (3:20 is 200); YAML 1.2 and every other reader take 017 as 17 and 3:20 as text.
+_OCTAL = re.compile(r"[-+]?0[0-7_]+")
+_BASE60 = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?")
+
+
 # libyaml's parser where PyYAML has it (the pure-Python one takes seconds per MB); either way the
 # constructor is SafeConstructor, which builds only plain values.
 _SafeBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -59,6 +72,29 @@ class _StrictLoader(_SafeBase):
                     raise _DuplicateKey(key, first, line)
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node):
+        value = super().construct_yaml_int(node)
+        self._unambiguous(node, value)
+        return value
+
+    def construct_yaml_float(self, node):
+        value = super().construct_yaml_float(node)
+        self._unambiguous(node, value)
+        return value
+
+    @staticmethod
+    def _unambiguous(node, value) -> None:
+        """Refuse the YAML 1.1 spellings that read as another number than they show."""
+        text = str(node.value).strip()
+        octal = _OCTAL.fullmatch(text) and int(text.replace("_", ""), 10) != value  # 01..07 read alike
+        reading = "the octal number" if octal else "the base-60 number" if _BASE60.fullmatch(text) else None
+        if reading:
+            raise _AmbiguousNumber(text, value, node.start_mark.line + 1, reading)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -130,6 +166,10 @@ def _read_yaml(text: str, path) -> Any:
         raise ConfigError(f"The config file {path} gives the key '{key_path((exc.key,))}' twice in one "
                           f"mapping (lines {exc.lines[0]} and {exc.lines[1]}); each key may appear "
                           f"once.") from None
+    except _AmbiguousNumber as exc:
+        raise ConfigError(f"The config file {path} writes {exc.text} at line {exc.line}, which YAML 1.1 reads "
+                          f"as {exc.reading} {exc.value:g} (YAML 1.2 and JSON differ); write the number without "
+                          f"a leading 0 or ':' (or quote it for text).") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"The config file {path} is not valid YAML: {_yaml_problem(exc)}.") from None
     except ConfigError:

@@ -185,10 +185,11 @@ def structure_of(data, cfg: dict):
 
 def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     """Cross-key checks a JSON schema cannot express, run on a validated config before any job
-    starts: each experiment's seed blocks, run ids (:func:`run_id_check`), its kind's
-    ``check(exp_cfg)`` (sizes that must fit together) and its largest run's memory and steps
-    (nqf.experiments.machine): against this machine, and its device, where the jobs run here
-    (``jobs_run_here``), else against the largest node a cluster has. Problems are (key path
+    starts: each experiment's seed blocks, its eps values (:func:`eps_check`), run ids
+    (:func:`run_id_check`), its largest run's memory and steps (nqf.experiments.machine), then
+    its kind's ``check(exp_cfg)`` (sizes that must fit together; it may build modules): against
+    this machine, and its device, where the jobs run here (``jobs_run_here``), else against the
+    largest node a cluster has. Problems are (key path
     inside the experiment, sentence) pairs; the first becomes a ConfigError."""
     from nqf.config import ConfigError
     from nqf.experiments import machine
@@ -200,11 +201,31 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     limit = None if jobs_run_here else machine.CLUSTER_MEMORY
     for exp_id, exp in cfg["experiments"].items():
         kind = kind_of(exp)
-        problems = seed_block_check(exp) or run_id_check(exp) or hook(kind, "check")(exp)
-        if not problems:
-            problems = machine.size_problems(exp_id, exp, kind, limit)
+        problems = seed_block_check(exp) or eps_check(exp) or run_id_check(exp)
+        # sizes before the kind's check, which may build its modules (an estimate builds none)
+        problems = problems or machine.size_problems(exp_id, exp, kind, limit) or hook(kind, "check")(exp)
         for key, problem in problems:
             raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
+
+
+# Initial scales: every kind takes ln(1/eps), which overflows below the smallest normal float64
+# (1/5e-324 is inf), and holds z(0) = eps, which loses its digits there.
+EPS_KEYS = ("eps", "crossover_eps")
+
+
+def eps_check(exp_cfg: dict) -> list[tuple[str, str]]:
+    """(key path, sentence) for an initial scale below the smallest normal float64 number."""
+    import sys
+
+    tiny = sys.float_info.min
+    for key in EPS_KEYS:
+        values = exp_cfg.get(key)
+        for i, v in enumerate(values if isinstance(values, list) else [values]):
+            if isinstance(v, (int, float)) and 0 < v < tiny:
+                where = f"{key}.{i}" if isinstance(values, list) else key
+                return [(where, f"{v:.3g} is below {tiny:.4g}, the smallest normal float64 number, where "
+                                f"ln(1/eps) overflows and z(0) = eps loses its digits; use eps >= {tiny:.4g}.")]
+    return []
 
 
 def run_id_check(exp_cfg: dict) -> list[tuple[str, str]]:

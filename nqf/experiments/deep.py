@@ -81,6 +81,47 @@ def run_config(cfg: dict, run: str) -> dict:
             "steps": cfg["steps"][a][o], "init_variance": cfg["init_variance"][a], **{k: cfg[k] for k in shared}}
 
 
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Sizes that must fit together: each architecture's model must build (the MLP needs an even
+    number of weight layers)."""
+    from nqf.deep import build_deep
+
+    for a in cfg["architectures"]:
+        try:
+            build_deep(a, cfg["sizes"][a])
+        except (ValueError, TypeError) as exc:
+            return [(f"sizes.{a}", f"the {a} model cannot be built: {exc}")]
+    return []
+
+
+def estimate(cfg: dict) -> dict:
+    """A floor for the largest run (nqf.experiments.machine): the train and test inputs, the
+    weights of the network and its two NQFs for every init variance x seed of a job (with
+    gradients and optimizer states) and their activations on the training set."""
+    from nqf.deep import build_deep
+    from nqf.experiments.machine import BYTES, job_seeds, largest_run
+
+    R, n, held = 2 * job_seeds(cfg), int(cfg["n_train"]), int(cfg["n_train"]) + int(cfg["n_test"])
+    runs = []
+    for a in cfg["architectures"]:
+        try:
+            model = build_deep(a, cfg["sizes"][a])
+        except (ValueError, TypeError):
+            continue  # check names it
+        P = sum(o * i for o, i in model.shapes)
+        if a == "mlp":
+            numel, act = model.dims[0], sum(model.dims[1:])
+        else:
+            numel = model.D * model.seq_len
+            act = model.n_layers * model.seq_len * (3 * model.hidden + model.seq_len)
+        parts = {"n_train": BYTES * (held * numel + 3 * R * n * act), f"sizes.{a}": BYTES * 3 * 4 * R * P}
+        runs.append({"bytes": sum(parts.values()), "key": max(parts, key=parts.get),
+                     "what": f"{a}: {held} inputs of {numel} values, {R} replicas of {P} weights in the network "
+                             f"and its two NQFs with gradients and optimizer states, activations of {n} samples"})
+    steps = max(int(cfg["steps"][a][o]) for a in cfg["architectures"] for o in cfg["optimizers"])
+    return largest_run(runs, steps) if runs else {"bytes": 0, "steps": steps, "what": "no model"}
+
+
 def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: train and test inputs, the teacher's weights and targets."""
     # torch is imported where needed: the theory, fit and figure jobs run without it

@@ -36,10 +36,16 @@ def unstable_lr(lr: float, loss: str, m: int, C, z_star) -> list[tuple[str, str]
     settle at the end point z* of the mode dynamics (nqf.stability: 2 / the largest eigenvalue of
     the weight-space Hessian there); a kind whose C and z* follow from its config refuses such an
     lr before any job instead of training a run that oscillates or overflows."""
-    from nqf.losses import loss_factor
     from nqf.stability import max_stable_lr
 
-    eta_max = max_stable_lr(np.asarray(C, float), np.asarray(z_star, float))
+    return lr_at_or_above(lr, loss, m, max_stable_lr(np.asarray(C, float), np.asarray(z_star, float)))
+
+
+def lr_at_or_above(lr: float, loss: str, m: int, eta_max: float | None) -> list[tuple[str, str]]:
+    """('lr', sentence) when the flow step c lr of the ``loss`` convention over ``m`` samples is at
+    or above ``eta_max`` (2 / the largest Hessian eigenvalue at the end point), else []."""
+    from nqf.losses import loss_factor
+
     c = loss_factor(loss, m)
     if eta_max is None or not np.isfinite(eta_max) or c * float(lr) < eta_max:
         return []

@@ -82,6 +82,16 @@ def run_config(cfg: dict, run: str) -> dict:
     raise ValueError(f"Run {run!r} is not a run of a {KIND} experiment (runs: seeds, crossover).")
 
 
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: an lr at which GD cannot settle at the
+    saturation z_k = r_k / C_kk (diagonal C: the Hessian's eigenvalues there are the r_k, the
+    largest r_1 = 1)."""
+    from nqf.experiments.divergence import lr_at_or_above
+
+    r = design(int(cfg["m"]), float(cfg["alpha1"]), float(cfg["alpha2"]))["r"]
+    return lr_at_or_above(cfg["lr"], cfg["loss"], r.size, 2.0 / float(r.max()))
+
+
 def estimate(cfg: dict) -> dict:
     """The larger run (nqf.experiments.machine): the single-entry data as m x m diagonals, and W of
     the replicas (seeds or crossover eps values) x m x width."""

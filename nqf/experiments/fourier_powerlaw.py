@@ -107,6 +107,25 @@ def theta_steps(cfg: dict) -> list[int]:
     return [int(math.ceil(float(cfg["auto_horizon"]) * w.window.t_hi / dt)) for w in theory_windows(cfg)]
 
 
+def estimate(cfg: dict) -> dict:
+    """The larger run (nqf.experiments.machine): a Fourier run holds the features (M x P per
+    theta), four recorded per-mode variables (theta x seed x n_record x P) and the replicas'
+    activations on the folded grid; the raw MLP run its activations (raw seeds x M x raw_width)."""
+    from nqf.experiments.machine import BYTES
+
+    P, M, T, S, n = int(cfg["P"]), int(cfg["M"]), len(cfg["thetas"]), len(cfg["seeds"]), int(cfg["n_record"])
+    fourier = {"M": BYTES * (M * P * (T + 1) + 3 * T * S * (M // 2 + 1) * P), "n_record": BYTES * 4 * T * S * n * P}
+    raw = BYTES * 3 * len(cfg["raw_seeds"]) * M * int(cfg["raw_width"])
+    steps = cfg["steps"]  # 'auto' runs to each theta's own horizon (bounded by the window)
+    steps = max(steps) if isinstance(steps, list) else steps if isinstance(steps, int) else 1
+    if raw > sum(fourier.values()):
+        return {"bytes": raw, "key": "raw_width", "steps": max(int(steps), int(cfg["raw_steps"])),
+                "what": f"the raw MLP: {len(cfg['raw_seeds'])} seeds x {M} points x {cfg['raw_width']} units"}
+    return {"bytes": sum(fourier.values()), "key": max(fourier, key=fourier.get),
+            "steps": max(int(steps), int(cfg["raw_steps"])),
+            "what": f"{T} thetas x {S} seeds of {P} modes on {M} points, {n} recorded steps"}
+
+
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Cross-key problems found before any job starts: (key path, sentence) pairs."""
     if 2 * cfg["P"] >= cfg["M"]:

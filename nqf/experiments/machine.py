@@ -120,6 +120,58 @@ def seed_draw(exp: dict, row: int) -> tuple[int, str]:
     return BYTES * rows * int(row), f"a draw of max(seeds) + 1 = {rows} rows of {int(row)} initial weights"
 
 
+def job_seeds(exp: dict) -> int:
+    """Seeds one training job holds: a block of ``seeds_per_job``, or every seed."""
+    n, seeds = exp.get("seeds_per_job", "all"), len(exp.get("seeds", [0]))
+    return seeds if n == "all" else min(int(n), seeds)
+
+
+def module_footprint(arch: str, size: dict, **build_kwargs) -> tuple[int, int, int, int] | None:
+    """(p, width, input values per sample, tokens per sample) of the module ``arch`` at ``size``,
+    built on torch's meta device (no weights are allocated, however large), or None when it
+    cannot be built (the kind's own check names that). Tokens: the positions a unit reads per
+    sample (1 for an MLP, the sequence for attention, about the patches for a CNN)."""
+    import torch
+
+    from nqf.architectures import build
+
+    try:
+        with torch.device("meta"):
+            module = build(arch, size, **build_kwargs)
+            x = module.sample_inputs(1, torch.Generator().manual_seed(0))
+    except (ValueError, TypeError, RuntimeError):
+        return None
+    numel = sum(int(t.numel()) for t in (x if isinstance(x, tuple) else (x,)))
+    return int(module.p), int(module.width), numel, max(1, numel // max(int(module.unit_input_dim), 1))
+
+
+def module_run(arch: str, size: dict, replicas: int, held: int, per_step: int, samples_key: str,
+               build_kwargs: dict, record: tuple[int, int] | None = None) -> dict:
+    """A floor for one run that trains ``replicas`` copies of the module ``arch`` beside its NQF:
+    ``held`` inputs in memory, the weights W (p x width) of both models with gradients and
+    optimizer states (8 copies), activations of ``per_step`` samples x width x tokens for both,
+    and, with ``record = (n_record, record_M_max_p)``, M (p x p) of both at every recorded step
+    where p <= record_M_max_p. Returns {"bytes", "key", "what"} (the key of the largest part)."""
+    fp = module_footprint(arch, size, **build_kwargs)
+    if fp is None:
+        return {"bytes": 0, "key": f"sizes.{arch}", "what": f"the {arch} module (it cannot be built)"}
+    p, width, numel, tokens = fp
+    parts = {samples_key: BYTES * (held * numel + 2 * replicas * per_step * width * tokens),
+             f"sizes.{arch}": BYTES * 8 * replicas * p * width}
+    what = (f"{arch}: {held} inputs of {numel} values, {replicas} replicas of W of {p}x{width} in the module and "
+            f"its NQF with gradients and optimizer states, activations of {per_step} samples x {width} units x "
+            f"{tokens} tokens")
+    if record is not None and p <= record[1]:
+        parts["n_record"] = BYTES * 2 * record[0] * replicas * p * p
+        what += f", M of {p}x{p} at {record[0]} recorded steps"
+    return {"bytes": sum(parts.values()), "key": max(parts, key=parts.get), "what": what}
+
+
+def largest_run(estimates: list[dict], steps: int) -> dict:
+    """The largest of one estimate per architecture, with the run's steps."""
+    return {**max(estimates, key=lambda e: e["bytes"]), "steps": int(steps)}
+
+
 def generic_estimate(exp: dict) -> dict:
     """Recorded loss trajectories (replicas: seeds x eps values x init variances, times
     ``n_record``) and the largest ``steps`` entry: a floor for kinds with no estimate of their own."""

@@ -86,6 +86,18 @@ def run_config(cfg: dict, run: str) -> dict:
             "steps": cfg["steps"][arch], **{k: cfg[k] for k in shared}}
 
 
+def estimate(cfg: dict) -> dict:
+    """A floor for the largest run (nqf.experiments.machine.module_run): each architecture's
+    inputs, the replicas (eps x the seeds of a job) of its module and NQF, their activations and
+    the recorded M where p <= record_M_max_p."""
+    from nqf.experiments.machine import job_seeds, largest_run, module_run
+
+    R, n = job_seeds(cfg) * len(cfg["eps"]), int(cfg["n_samples"])
+    return largest_run([module_run(a, cfg["sizes"][a], R, n, n, "n_samples", {"n_outputs": int(cfg["n_outputs"])},
+                                   record=(int(cfg["n_record"]), int(cfg["record_M_max_p"])))
+                        for a in cfg["architectures"]], max(int(cfg["steps"][a]) for a in cfg["architectures"]))
+
+
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Sizes that must fit together: each module must build, and the rank-r teacher needs
     r <= the student's width d, r <= the output dimension and r <= the input dimension."""
@@ -95,6 +107,11 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     from nqf.architectures import ARCHITECTURES
     from nqf.effective import teacher_weights
 
+    s = list(cfg["singular_values"])
+    if any(a < b for a, b in zip(s, s[1:])):
+        # s_k is compared with the k-th largest singular value of E (nqf.spectra.deviation)
+        return [("singular_values", f"must be listed from largest to smallest (s_1 >= s_2 >= ...), as the "
+                                    f"learned spectrum is compared with them in that order; got {s}.")]
     problems = []
     r = len(cfg["singular_values"])
     for arch in cfg["architectures"]:

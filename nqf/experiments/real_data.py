@@ -71,6 +71,9 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
     problems = []
     name = cfg["dataset"]
+    if cfg.get("path") and name != "mnist_npz":
+        return [("path", f"is read only with dataset mnist_npz, and dataset is {name}, whose images would be "
+                         f"trained on instead; set dataset: mnist_npz to use the file, or remove path.")]
     if isinstance(cfg["n_train"], dict):
         missing = [a for a in cfg["architectures"] if a not in cfg["n_train"]]
         if missing:
@@ -106,7 +109,9 @@ def estimate(cfg: dict) -> dict:
     from nqf.experiments.machine import generic_estimate
 
     side = 8 if cfg["dataset"] == "digits8x8" else 28
-    n = max(n_train_of(cfg, a) for a in cfg["architectures"]) + int(cfg["n_test"])
+    counts = cfg["n_train"]  # a mapping missing an architecture is refused by check, after this
+    n = max(int(counts.get(a, 0)) if isinstance(counts, dict) else int(counts) for a in cfg["architectures"])
+    n += int(cfg["n_test"])
     loss = generic_estimate(cfg)
     return {"bytes": 8 * 3 * n * side * side + 4 * loss["bytes"], "key": "n_train",
             "what": f"{n} images of {side}x{side}", "steps": _largest_steps(cfg)}

@@ -47,6 +47,18 @@ def runs(cfg: dict) -> list[str]:
     return ["gd"]
 
 
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: an lr at which GD cannot settle at the end
+    point its flow reaches from z = eps (per sample the Hessian block has rank one, eigenvalue
+    (8/m) sum_k lambda_k^2 z_k, about zeta_mu; nqf.stability.sample_block_curvature)."""
+    from nqf.experiments.divergence import lr_at_or_above
+    from nqf.stability import sample_block_curvature
+
+    y, entries = np.asarray(cfg["y"], float), np.asarray(cfg["entries"], float)
+    curvature = sample_block_curvature(np.broadcast_to(entries, (y.size, entries.size)), y, float(cfg["eps"]))
+    return lr_at_or_above(cfg["lr"], cfg["loss"], y.size, 2.0 / float(curvature.max()))
+
+
 def estimate(cfg: dict) -> dict:
     """The run (nqf.experiments.machine): W = sqrt(eps) I of p x p (p = m K), its gradient and M,
     the data's m x p diagonals and the recorded outputs."""

@@ -59,6 +59,20 @@ def runs(cfg: dict) -> list[str]:
     return ["seeds"]
 
 
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: an lr at which GD cannot settle at the end
+    point its flow reaches from the mean initial profile (the Hessian's largest eigenvalue there
+    is about zeta_1 = zeta1; nqf.stability.sample_block_curvature)."""
+    from nqf.experiments.divergence import lr_at_or_above
+    from nqf.stability import sample_block_curvature
+
+    m = int(cfg["m"])
+    d = design(m, cfg["gamma1"], cfg["gamma2"], cfg["zeta1"], cfg["entries"])
+    z0 = init_profile(m, d["lam"].shape[1], float(cfg["eps"]), float(cfg["beta0"])).reshape(d["lam"].shape)
+    curvature = sample_block_curvature(d["lam"], d["y"], z0)
+    return lr_at_or_above(cfg["lr"], cfg["loss"], m, 2.0 / float(curvature.max()))
+
+
 def estimate(cfg: dict) -> dict:
     """The run (nqf.experiments.machine): the data's m x mK diagonals and W of seeds x mK x width."""
     m, K, d, S = int(cfg["m"]), len(cfg["entries"]), int(cfg["width"]), len(cfg["seeds"])

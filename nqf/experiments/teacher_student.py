@@ -84,6 +84,18 @@ def run_config(cfg: dict, run: str) -> dict:
             "steps": cfg["steps"][run], **{k: cfg[k] for k in shared}}
 
 
+def estimate(cfg: dict) -> dict:
+    """A floor for the largest run (nqf.experiments.machine.module_run): the probe set and a
+    minibatch, the seeds of a job as replicas of the module and its NQF, their activations."""
+    from nqf.experiments.machine import job_seeds, largest_run, module_run
+
+    n_probe, batch = int(cfg["n_probe"]), int(cfg["batch_size"])
+    key = "n_probe" if n_probe >= batch else "batch_size"
+    return largest_run([module_run(a, cfg["sizes"][a], job_seeds(cfg), n_probe + batch, max(n_probe, batch), key,
+                                   {"n_outputs": 1}) for a in cfg["architectures"]],
+                       max(int(cfg["steps"][a]) for a in cfg["architectures"]))
+
+
 def probe_inputs(data: xr.Dataset, arch: str):
     """The probe inputs of one architecture, as the module takes them."""
     # torch is imported where needed: the fit and figure jobs run without it

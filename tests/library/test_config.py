@@ -353,3 +353,84 @@ def test_ids_that_share_files_on_a_case_insensitive_file_system_are_refused(ids,
     """Ids name files (results/fits/<id>.nc): macOS and Windows file systems ignore case."""
     with pytest.raises(ConfigError, match="^" + re.escape(words)):
         validate_config({"experiments": {i: {"kind": "featurewise"} for i in ids}})
+
+
+# -- audit of the config boundary (issue 16, second pass) ------------------------------------------
+
+@pytest.mark.parametrize("kind, key, value, expected", [
+    ("featurewise", "steps", 2000.0, 2000),  # YAML `steps: 2000.0` or `2.0e+3`
+    ("featurewise", "steps", "2e3", 2000),  # YAML 1.1 reads `2e3` as a string
+    ("featurewise", "n_record", 120.0, 120),
+    ("collapse", "seeds", [0.0, 1.0], [0, 1]),
+    ("teacher_student", "seeds_per_job", 1.0, 1),  # was a TypeError in range() before any job
+    ("real_data", "n_train", {"mlp": 100.0, "cnn": 50.0}, {"mlp": 100, "cnn": 50}),
+    ("fourier_powerlaw", "steps", [100.0, 200.0, 300.0], [100, 200, 300]),
+])
+def test_an_integer_written_as_a_float_is_read_as_an_integer(kind, key, value, expected):
+    """JSON Schema's `integer` takes 2000.0; range(), generators and run ids do not: the config
+    hands the jobs an int."""
+    got = validate_config({"experiments": {"x": {"kind": kind, key: value}}})["experiments"]["x"][key]
+    assert got == expected and type(got) is type(expected)
+    if isinstance(got, list):
+        assert all(type(v) is int for v in got)
+    if isinstance(got, dict):
+        assert all(type(v) is int for v in got.values())
+    assert type(validate_config({**exp(), "figures": {"dpi": 60.0}})["figures"]["dpi"]) is int
+
+
+@pytest.mark.parametrize("value, words", [
+    (2.5, "must be of type integer; got 2.5 (float)"),
+    ("2.5e0", "must be of type integer; got '2.5e0' (str)"),
+    (1e300, "must be >= 1 and <= 100000000; got 1e+300 (float)"),
+    (True, "must be of type integer; got True (bool)"),
+])
+def test_a_float_that_is_no_integer_is_still_refused(value, words):
+    with pytest.raises(ConfigError, match=re.escape(f"'experiments.featurewise.steps' {words}")):
+        validate_config(exp(steps=value))
+
+
+def test_seeds_per_job_written_as_a_float_makes_blocks():
+    from nqf import experiments as E
+
+    cfg = validate_config({"experiments": {"t": {"kind": "teacher_student", "architectures": ["mlp"],
+                                                 "seeds": [0, 1, 2], "seeds_per_job": 2.0}}})
+    E.check_config(cfg)
+    assert E.run_ids(cfg["experiments"]["t"]) == ["mlp.seeds-0-1", "mlp.seeds-2"]
+
+
+@pytest.mark.parametrize("exp_id, words", [
+    ("a" * 64, "ends in 'a' repeated 64 times, which Snakemake refuses in a wildcard"),
+    ("run_" + "x" * 20, "ends in 'x' repeated 20 times"),
+    ("sweep" + "_1" * 20, "ends in '_1' repeated 20 times"),
+    ("con", "is a device name on Windows"),
+    ("NUL", "is a device name on Windows"),
+    ("com7", "is a device name on Windows"),
+])
+def test_ids_that_snakemake_or_a_file_system_cannot_take_are_refused(exp_id, words):
+    """Snakemake stops the DAG on a wildcard value ending in a part repeated 20 times or more
+    (PeriodicWildcardError, after parsing; 'a' * 64 passed the id pattern); Windows has no file
+    con.nc. Both are refused with the id."""
+    from snakemake.io import PeriodicityDetector
+
+    with pytest.raises(ConfigError, match=rf"^The name '{exp_id}' under 'experiments' {re.escape(words)}"):
+        validate_config({"experiments": {exp_id: {"kind": "featurewise"}}})
+    assert (PeriodicityDetector().is_periodic(exp_id) is not None) == ("repeated" in words)
+
+
+@pytest.mark.parametrize("exp_id", ["a" * 19, "run_" + "ab" * 19, "console", "com10", "lpt", "x" * 19 + "y"])
+def test_ids_near_those_limits_are_accepted(exp_id):
+    from snakemake.io import PeriodicityDetector
+
+    assert PeriodicityDetector().is_periodic(exp_id) is None
+    assert exp_id in validate_config({"experiments": {exp_id: {"kind": "featurewise"}}})["experiments"]
+
+
+@pytest.mark.parametrize("kind, key, value, path", [
+    # two equal variances made a duplicated MultiIndex, an unstack error in the train job
+    ("deep", "init_variance", {"mlp": [0.5, 0.5]}, "experiments.x.init_variance.mlp"),
+    # the same crossover replica twice counted twice in the slope against ln(1/eps)
+    ("featurewise_powerlaw", "crossover_eps", [1e-2, 1e-4, 1e-2], "experiments.x.crossover_eps"),
+])
+def test_lists_of_replicas_must_hold_distinct_values(kind, key, value, path):
+    with pytest.raises(ConfigError, match=rf"^Config key '{re.escape(path)}' must list distinct values; got "):
+        validate_config({"experiments": {"x": {"kind": kind, key: value}}})

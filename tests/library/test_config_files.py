@@ -274,3 +274,28 @@ def test_overrides_of_an_experiment_merge_into_the_default_config():
     assert set(raw["experiments"]) == set(default["experiments"])
     assert raw["experiments"][exp] == {**default["experiments"][exp], "description": "changed"}
     validate_config(raw)
+
+
+@pytest.mark.parametrize("text, shown, reading", [
+    ("data_seed: 017", "017 at line 4", "the octal number 15"),
+    ("data_seed: -010", "-010 at line 4", "the octal number -8"),
+    ("steps: 3:20", "3:20 at line 4", "the base-60 number 200"),
+    ("eps: 1:30.5", "1:30.5 at line 4", "the base-60 number 90.5"),
+    ("steps: !!int 017", "017 at line 4", "the octal number 15"),
+    ("r: [1.0, 1:00]", "1:00 at line 4", "the base-60 number 60"),
+])
+def test_a_number_yaml_11_reads_as_another_is_refused_with_its_line(tmp_path, text, shown, reading):
+    """PyYAML (and Snakemake) follow YAML 1.1: seeds 010 and 011 would silently be 8 and 9."""
+    msg = refused(tmp_path, f"experiments:\n  f:\n    kind: featurewise\n    {text}\n")
+    assert f"c.yaml writes {shown}, which YAML 1.1 reads as {reading} " in msg, msg
+
+
+@pytest.mark.parametrize("text, key, value", [
+    ("data_seed: 0x1F", "data_seed", 31), ("steps: 2_000", "steps", 2000), ("data_seed: 00", "data_seed", 0),
+    ("r: [01, 0.5]", "r", [1, 0.5]), ("description: '017'", "description", "017"),
+    ("description: 3:20pm", "description", "3:20pm"), ("eps: 0.5e-3", "eps", 5e-4),
+])
+def test_numbers_that_read_as_they_show_are_accepted(tmp_path, text, key, value):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"experiments:\n  f:\n    kind: featurewise\n    {text}\n")
+    assert read_config_file(path)["experiments"]["f"][key] == value

@@ -64,24 +64,25 @@ def test_same_config_twice_gives_identical_results(tmp_path):
 
 def test_divergence_stops_or_is_recorded(tmp_path):
     cfg = read_test_config()
-    # samplewise: its lr is not checked against the stability bound before the run (featurewise's
-    # is, and lr 10 is refused there at config time), so the run diverges in its job
-    exp = cfg["experiments"]["samplewise"]
-    exp["lr"] = 10.0  # GD is stable only for lr < 0.375 here
-    cfg["experiments"] = {"samplewise": exp}
+    # teacher_student: online SGD of a module, whose lr has no bound that follows from the config
+    # (the quadratic-model kinds' lr at or above GD's stability bound is refused at config time),
+    # so the run diverges in its job
+    exp = cfg["experiments"]["teacher_student"]
+    exp.update(lr={"mlp": 1.0e4}, seeds_per_job="all")
+    cfg["experiments"] = {"teacher_student": exp}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     stop = snakemake(tmp_path / "stop", "--configfile", str(path), check=False)
     text = stop.stdout + stop.stderr
     assert stop.returncode != 0
-    assert "nqf: Training diverged at step" in text and "lr < 0.375" in text
+    assert "nqf: Training diverged at step" in text and "with learning rate 10000" in text
     assert "Traceback" not in text
     record = snakemake(tmp_path / "record", "--configfile", str(path), "--config", "on_divergence=record",
                        check=False)
     assert record.returncode == 0, record.stderr[-3000:]
     rows = (tmp_path / "record" / "results" / "summary.csv").read_text().splitlines()
-    assert len(rows) == 2 and "run gd diverged" in rows[1] and "False" in rows[1]
-    assert (tmp_path / "record" / "results" / "figures" / "samplewise.png").exists()
+    assert len(rows) == 2 and "run mlp diverged" in rows[1] and "False" in rows[1]
+    assert (tmp_path / "record" / "results" / "figures" / "teacher_student.png").exists()
 
 
 def test_wrong_files_and_leftovers_are_swept_and_regenerated(tmp_path):

@@ -2,7 +2,7 @@
 
 Known user-facing errors (bad config, unreadable result files, divergence) end the job with one
 sentence in the log and on stderr instead of a traceback; anything else is a bug and keeps its
-traceback.
+traceback, written to the rule's log as well as to stderr.
 """
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ def job(log_path: str | None, name: str):
         log.error("%s", message)
         print(f"nqf: {message}", file=sys.stderr)
         raise SystemExit(1) from None
+    except Exception:
+        # a bug, not a user error: the traceback goes to the rule's log as well as to stderr
+        log.exception("%s failed with an unexpected error (a bug in nqf: please report it with this log)", name)
+        raise
     log.info("done %s", name)
 
 

@@ -26,15 +26,18 @@ os.environ.setdefault(nqf_provenance.COMMAND_VARIABLE, shlex.join(["snakemake", 
 os.environ.setdefault(nqf_provenance.WORKFLOW_COMMIT_VARIABLE, nqf_provenance.git_commit(workflow.basedir))
 
 try:
-    _raw = load_workflow_config(workflow.config_settings.configfiles,  # --configfile, in order
-                                workflow.config_settings.config,  # --config key=value, parsed
-                                DEFAULT_CONFIG)
+    _raw = load_workflow_config(
+        workflow.config_settings.configfiles,  # --configfile, in order
+        workflow.config_settings.config,  # --config key=value, parsed
+        DEFAULT_CONFIG,
+    )
     _validated = validate_config(_raw)
     # A cluster job re-parses this file on its node, where it runs: the device and memory checks
     # hold there; the main process checks them only when its jobs run on this machine (a login
     # node without a GPU may submit device: cuda to GPU nodes).
-    nqf_experiments.check_config(_validated, jobs_run_here=workflow.remote_exec
-                                 or cluster_executor(sys.argv, workflow.basedir) is None)
+    nqf_experiments.check_config(
+        _validated, jobs_run_here=workflow.remote_exec or cluster_executor(sys.argv, workflow.basedir) is None
+    )
 except ConfigError as _exc:
     raise WorkflowError(f"Invalid configuration: {_exc}") from None
 config.clear()

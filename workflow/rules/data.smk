@@ -2,11 +2,11 @@ rule data:
     """Inputs, targets and structure matrices of one experiment."""
     output:
         "results/data/{exp}.nc",
-    params:
-        cfg=stage_params("data"),
     log:
         "results/logs/data/{exp}.log",
     benchmark:
         "results/benchmarks/data/{exp}.tsv"
+    params:
+        cfg=stage_params("data"),
     script:
         "../scripts/data.py"

@@ -8,11 +8,13 @@ rule figure:
         pdf=report("results/figures/{exp}.pdf", category="{exp}", caption="../report/figure.rst"),
         png="results/figures/{exp}.png",
         claims=report("results/figures/{exp}.claims.csv", category="{exp}", caption="../report/claims.rst"),
+    log:
+        "results/logs/figures/{exp}.log",
+    benchmark:
+        "results/benchmarks/figure/{exp}.tsv"
     params:
         cfg=stage_params("figure"),
         style=config["figures"],
-    log:
-        "results/logs/figures/{exp}.log",
     script:
         "../scripts/figure.py"
 
@@ -23,11 +25,13 @@ rule summary:
         expand("results/fits/{exp}.nc", exp=sorted(EXPERIMENTS)),
     output:
         report("results/summary.csv", category="summary", caption="../report/summary.rst"),
+    log:
+        "results/logs/summary.log",
+    benchmark:
+        "results/benchmarks/summary.tsv"
     params:
         # sorted: reordering experiments in a config must not rerun the summary
         experiments=sorted(EXPERIMENTS),
-    log:
-        "results/logs/summary.log",
     script:
         "../scripts/summary.py"
 
@@ -35,23 +39,32 @@ rule summary:
 rule structure_figure:
     """The block pattern of A(x) for every architecture, side by side."""
     output:
-        pdf=report("results/figures/structure_matrices.pdf", category="structure matrices",
-                   caption="../report/structure_matrices.rst"),
+        pdf=report(
+            "results/figures/structure_matrices.pdf",
+            category="structure matrices",
+            caption="../report/structure_matrices.rst",
+        ),
         png="results/figures/structure_matrices.png",
-    params:
-        style=config["figures"],
     log:
         "results/logs/figures/structure_matrices.log",
+    benchmark:
+        "results/benchmarks/structure_figure.tsv"
+    params:
+        style=config["figures"],
     script:
         "../scripts/structure_figure.py"
 
 
-
 def reproduction_params(wildcards=None):
     """Per experiment: its kind, description and reading (they label the reproduction page)."""
-    return {exp: {"kind": cfg["kind"], "description": cfg.get("description", ""),
-                  "reading": nqf_experiments.reading_of(cfg)}
-            for exp, cfg in sorted(EXPERIMENTS.items())}
+    return {
+        exp: {
+            "kind": cfg["kind"],
+            "description": cfg.get("description", ""),
+            "reading": nqf_experiments.reading_of(cfg),
+        }
+        for exp, cfg in sorted(EXPERIMENTS.items())
+    }
 
 
 rule reproduction:
@@ -60,10 +73,14 @@ rule reproduction:
         expand("results/fits/{exp}.nc", exp=sorted(EXPERIMENTS)),
     output:
         md="results/reproduction.md",
-        html=report("results/reproduction.html", category="reproduction", caption="../report/reproduction.rst"),
-    params:
-        experiments=reproduction_params(),
+        html=report(
+            "results/reproduction.html", category="reproduction", caption="../report/reproduction.rst"
+        ),
     log:
         "results/logs/reproduction.log",
+    benchmark:
+        "results/benchmarks/reproduction.tsv"
+    params:
+        experiments=reproduction_params(),
     script:
         "../scripts/reproduction.py"

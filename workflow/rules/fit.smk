@@ -6,11 +6,11 @@ rule fit:
         runs=run_files,
     output:
         "results/fits/{exp}.nc",
-    params:
-        cfg=stage_params("fit"),
     log:
         "results/logs/fit/{exp}.log",
     benchmark:
         "results/benchmarks/fit/{exp}.tsv"
+    params:
+        cfg=stage_params("fit"),
     script:
         "../scripts/fit.py"

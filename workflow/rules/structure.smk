@@ -4,11 +4,11 @@ rule structure:
         "results/data/{exp}.nc",
     output:
         "results/structure/{exp}.nc",
-    params:
-        cfg=stage_params("structure"),
     log:
         "results/logs/structure/{exp}.log",
     benchmark:
         "results/benchmarks/structure/{exp}.tsv"
+    params:
+        cfg=stage_params("structure"),
     script:
         "../scripts/structure.py"

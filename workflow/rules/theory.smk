@@ -4,11 +4,11 @@ rule theory:
         "results/structure/{exp}.nc",
     output:
         "results/theory/{exp}.nc",
-    params:
-        cfg=stage_params("theory"),
     log:
         "results/logs/theory/{exp}.log",
     benchmark:
         "results/benchmarks/theory/{exp}.tsv"
+    params:
+        cfg=stage_params("theory"),
     script:
         "../scripts/theory.py"

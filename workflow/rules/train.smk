@@ -4,8 +4,6 @@ rule train:
         "results/data/{exp}.nc",
     output:
         "results/runs/{exp}/{run}.nc",
-    params:
-        cfg=run_params,
     log:
         "results/logs/train/{exp}/{run}.log",
     benchmark:
@@ -15,5 +13,7 @@ rule train:
     resources:
         runtime=60,
         mem_mb=4000,
+    params:
+        cfg=run_params,
     script:
         "../scripts/train.py"

@@ -106,6 +106,7 @@ class SecondMoment:
     def from_form(cls, form: StructureForm, y, *, rank_rtol: float = 1e-13) -> "SecondMoment":
         """One pass over the data matrices ``form`` with targets ``y``."""
         y = _checks.targets(form, y)
+        rank_rtol = _checks.scalar("rank_rtol", rank_rtol, low=0.0, high=1.0, high_open=True)
         m, p = form.m, form.p
         if isinstance(form, DiagonalForm):
             D = form.diag.detach().cpu().to(torch.float64).numpy()
@@ -224,6 +225,11 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
     Returns a Dataset with ``M`` (time, row, col) and ``loss`` (time); attrs record the solver
     and the number of right-hand-side evaluations.
     """
+    if not isinstance(data, (SecondMoment, StructureForm)):
+        raise TypeError(f"data must be a SecondMoment or a StructureForm (DenseForm, DiagonalForm, ...); "
+                        f"got a {type(data).__name__}.")
+    if not isinstance(method, type):  # a solve_ivp method name (or an OdeSolver class)
+        _checks.choice("method", method, ("DOP853", "RK45", "RK23", "Radau", "BDF", "LSODA"))
     stats = data if isinstance(data, SecondMoment) else SecondMoment.from_form(data, y)
     t = _checks.time_grid("t", t)
     M0, G0 = _initial_factor(M0, W0, stats.p)

@@ -123,6 +123,8 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     ``title`` describes the file; ``config`` is the configuration that produced it (stored as
     JSON in ``config_json``). Boolean variables are stored as int8 with ``flag_values``.
     """
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"ds must be an xarray.Dataset; got a {type(ds).__name__}.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ds = ds.copy()
@@ -186,6 +188,8 @@ def open_result(path: str | os.PathLike, *, made_by: str | None = None,
     ``made_by`` names the workflow rule that produces the file, for the error message;
     ``require`` lists variables the caller needs.
     """
+    if isinstance(require, str) or not all(isinstance(v, str) for v in require):
+        raise TypeError(f"require must be a tuple of variable names, e.g. ('loss',); got {require!r:.60}.")
     path = Path(path)
     hint = f" (it is made by the rule '{made_by}'; delete it and rerun snakemake to regenerate it)" \
         if made_by else " (delete it and regenerate it)"

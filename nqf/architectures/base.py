@@ -59,8 +59,68 @@ MATRIX = (("x", ("row", "col")),)  # an image, a sensing matrix
 QUERY_CONTEXT = (("query", ("feature",)), ("context", ("feature", "token")))
 
 
+# Constructor arguments every architecture checks by name before building (see UnitModule):
+# sizes are integers >= 1, shapes pairs of them, stds and exponents finite, seeds integers >= 0.
+SIZE_ARGUMENTS = ("D", "width", "n_outputs", "d_k", "d_v", "seq_len", "P", "expert_hidden",
+                  "n_rows", "n_cols", "n", "n_out", "n_in", "p")
+PAIR_ARGUMENTS = ("image", "kernel")
+
+
+def _checked_arguments(cls_name: str, bound: dict) -> dict:
+    """The constructor's arguments, checked and normalised (np.int64 -> int, lists -> tuples);
+    a wrong one refused naming it, instead of a ZeroDivisionError, a negative-dimension
+    RuntimeError or a module full of NaN weights."""
+    from nqf import _checks
+    from nqf.architectures.activations import ACTIVATIONS
+
+    out = dict(bound)
+    for name, value in bound.items():
+        where = f"{cls_name}: {name}"
+        if name in SIZE_ARGUMENTS:
+            out[name] = _checks.integer(where, value, minimum=1)
+        elif name in PAIR_ARGUMENTS:
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+                raise ValueError(f"{where} must be a pair of integers >= 1 (height, width); got "
+                                 f"{_checks.describe(value)}.")
+            out[name] = tuple(_checks.integer(where, v, minimum=1) for v in value)
+        elif name in ("init_std", "theta"):
+            out[name] = _checks.scalar(where, value, low=0.0 if name == "init_std" else None)
+        elif name == "seed" and value is not None:
+            out[name] = _checks.seed(where, value)
+        elif name == "dtype":
+            _checks.floating_dtype(where, value)
+        elif name in ("activation_name", "gate"):
+            _checks.choice(where, value, sorted(ACTIVATIONS))
+    return out
+
+
 class UnitModule(torch.nn.Module, ABC):
-    """A layer of interchangeable units with its structure matrix; see the module docstring."""
+    """A layer of interchangeable units with its structure matrix; see the module docstring.
+
+    Every subclass's constructor checks its arguments by name first (``_checked_arguments``:
+    sizes, image/kernel pairs, init_std, theta, seed, dtype, activation_name, gate)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            return
+        import functools
+        import inspect
+
+        init = cls.__dict__["__init__"]
+        signature = inspect.signature(init)
+
+        @functools.wraps(init)
+        def checked_init(self, *args, **kw):
+            try:
+                bound = signature.bind(self, *args, **kw)
+            except TypeError as exc:
+                raise TypeError(f"{cls.__name__}: {exc}.") from None
+            bound.apply_defaults()
+            values = _checked_arguments(cls.__name__, {k: v for k, v in bound.arguments.items() if k != "self"})
+            init(self, **values)
+
+        cls.__init__ = checked_init
 
     n_outputs: int
     z2: bool = True  # theory: unit(-w) = unit(w), so the NQF error is O(|W|^4)
@@ -157,7 +217,14 @@ class UnitModule(torch.nn.Module, ABC):
 def initial_weights(module: UnitModule, seeds: Sequence[int], scales: Sequence[float] = (1.0,)) -> Tensor:
     """W0 of shape (scales x seeds, p, d), scale-major: seed s gives one standard Gaussian G_s
     (torch generator seeded by s, float64), scaled by each sigma in ``scales``."""
-    G = torch.stack([torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(int(s)),
+    from nqf import _checks
+
+    listed = seeds.tolist() if hasattr(seeds, "tolist") else seeds
+    if isinstance(listed, (str, bytes)) or not hasattr(listed, "__iter__") or len(list(listed)) == 0:
+        raise ValueError(f"seeds must be a non-empty sequence of integers >= 0; got {_checks.describe(seeds)}.")
+    seeds = [_checks.seed("seeds", s) for s in listed]
+    scales = _checks.array("scales", scales, ndim=1, nonempty=True)
+    G = torch.stack([torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(s),
                                  dtype=torch.float64) for s in seeds])
     return torch.cat([float(sigma) * G for sigma in scales])
 

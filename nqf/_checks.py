@@ -206,6 +206,8 @@ def choice(name: str, x, allowed) -> str:
 
 def time_grid(name: str, t, *, increasing: bool = True, nonempty: bool = True) -> np.ndarray:
     """A 1-D grid of finite times >= 0 (non-decreasing when ``increasing``)."""
+    if t is None:
+        raise ValueError(f"{name} (the times to evaluate at, a 1-D array) is needed; got None.")
     a = array(name, t, ndim=1, nonempty=nonempty)
     if a.size and a.min() < 0:
         raise ValueError(f"{name} must hold times >= 0; got a smallest time of {a.min():.3g}.")
@@ -223,6 +225,15 @@ def square(name: str, C, n: int | None = None) -> np.ndarray:
         size = f"{n} x {n}" if n is not None else "square"
         raise ValueError(f"{name} must be {size}; got shape {a.shape}.")
     return a
+
+
+def matrices(name: str, M, p: int) -> np.ndarray:
+    """M as a float array of shape (..., p, p) (one or a stack of p x p matrices); NaN passes
+    (the callers map it through), a wrong size is refused instead of numpy's broadcast error."""
+    M = array(name, M, finite=None)
+    if M.ndim < 2 or M.shape[-2:] != (p, p):
+        raise ValueError(f"{name} must have shape (..., {p}, {p}) (p = {p}); got {M.shape}.")
+    return M
 
 
 def symmetric(name: str, C: np.ndarray, *, context: str = "") -> None:

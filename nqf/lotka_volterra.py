@@ -118,10 +118,7 @@ class LotkaVolterra:
 
     def modes_of(self, M) -> np.ndarray:
         """z_k = (P^T M P)_kk for M of shape (..., p, p)."""
-        M = _checks.array("M", M, finite=None)
-        p = self.basis.shape[0]
-        if M.ndim < 2 or M.shape[-2:] != (p, p):
-            raise ValueError(f"M must have shape (..., {p}, {p}) (p = {p} rows of the basis); got {M.shape}.")
+        M = _checks.matrices("M", M, self.basis.shape[0])
         return np.einsum("pk,...pq,qk->...k", self.basis, M, self.basis)
 
     def loss(self, z) -> np.ndarray:

@@ -152,7 +152,7 @@ class SecondMoment:
 
     def apply_K(self, M: np.ndarray) -> np.ndarray:
         """K(M) for symmetric M of shape (..., p, p)."""
-        M = np.asarray(M, float)
+        M = _checks.matrices("M", M, self.p)
         if self.diagonal:
             d = np.diagonal(M, axis1=-2, axis2=-1) @ self.kmat.T
             out = np.zeros(M.shape)
@@ -167,7 +167,7 @@ class SecondMoment:
 
     def loss(self, M: np.ndarray) -> np.ndarray:
         """(1/m) sum_mu (<A_mu, M> - y_mu)^2 = <M, K(M)>/4 - <Y, M>/2 + mean(y^2)."""
-        M = np.asarray(M, float)
+        M = _checks.matrices("M", M, self.p)
         if self.diagonal:
             d = np.diagonal(M, axis1=-2, axis2=-1)
             quad = np.einsum("...i,ij,...j->...", d, self.kmat, d)

@@ -99,7 +99,7 @@ def _check_modes(zeta, V, t_star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(f"Every mode of a power law must switch on (zeta_k > 0); modes "
                          f"{(np.nonzero(~(zeta > 0))[0] + 1).tolist()} never do: leave them out.")
     if np.any(V < 0) or np.any(~np.isfinite(V)):
-        raise ValueError("The target strengths V_k must be finite and non-negative.")
+        raise ValueError("V (the target strengths V_k) must be finite and non-negative.")
     return zeta, V, t_star
 
 
@@ -271,6 +271,8 @@ def _window_bounds(window) -> tuple[float, float]:
 def _log_curves(t, loss, window, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
     """ln t on a grid uniform in ln t inside the window, and ln loss interpolated there (S, n)."""
     t = _checks.array("t", t, ndim=1)
+    if t.size < 2:
+        raise ValueError(f"t must hold at least 2 recorded times for a fit; got {t.size}.")
     L = np.atleast_2d(_checks.array("loss", loss, ndim=(1, 2), finite=None))
     if L.shape[-1] != t.size:
         raise ValueError(f"loss has {L.shape[-1]} time points but t has {t.size}.")
@@ -281,7 +283,7 @@ def _log_curves(t, loss, window, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"The window [{lo:.4g}, {hi:.4g}] is not inside the recorded times "
                          f"[{t[0] if t.size else np.nan:.4g}, {t[-1] if t.size else np.nan:.4g}].")
     if np.any(np.diff(t) <= 0):
-        raise ValueError("Times must be strictly increasing.")
+        raise ValueError("t must be strictly increasing (no repeated times).")
     inside = (t >= lo) & (t <= hi)
     if np.any(L[:, inside] <= 0) or not np.all(np.isfinite(L[:, inside])):
         raise ValueError("The loss must be finite and positive inside the fitting window "
@@ -412,7 +414,8 @@ def window_sensitivity(t, loss, window, *, factor: float = 2.0, n_grid: int = 64
     recorded times or becomes narrower than a factor 2 in t.
     """
     lo, hi = _window_bounds(window)
-    t = np.asarray(t, float)
+    factor = _checks.scalar("factor", factor, low=1.0, low_open=True)
+    t = _checks.array("t", t, ndim=1, nonempty=True)
     tpos = t[t > 0]
     name = f"{factor:g}"
     out = {}
@@ -438,8 +441,11 @@ def count_drops(t, excess_loss, *, depth: float = 0.5, min_slope: float = 0.05, 
     """
     from scipy.signal import find_peaks
 
-    t = np.asarray(t, float)
-    E = np.asarray(excess_loss, float)
+    depth = _checks.scalar("depth", depth, low=0.0, high=1.0, low_open=True)
+    min_slope = _checks.scalar("min_slope", min_slope, low=0.0)
+    floor = _checks.scalar("floor", floor, low=0.0)
+    t = _checks.array("t", t, ndim=1, finite=None)
+    E = _checks.array("excess_loss", excess_loss, finite=None)
     if E.ndim != 1 or E.size != t.size:
         raise ValueError(f"count_drops takes one curve with one value per time; got shapes {E.shape}, {t.shape}.")
     keep = (t > 0) & np.isfinite(E) & (E > floor * np.nanmax(np.abs(E)))

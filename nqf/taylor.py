@@ -74,6 +74,10 @@ def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> 
         with torch.enable_grad():
             out = unit(w, probe)
     except (RuntimeError, IndexError, ValueError) as err:
+        ints = sorted({str(t.dtype) for t in tree_flatten(x)[0] if isinstance(t, Tensor) and not t.is_floating_point()})
+        if ints:  # the likelier cause: an integer input mixed with the floating w
+            raise ValueError(f"unit(w, x) fails at w = 0 and x holds {', '.join(ints)} tensors: give x as floating "
+                             f"tensors (torch: {str(err).splitlines()[0][:120]}).") from err
         raise ValueError(f"unit(w, x) fails for w of length p = {p}: p must be the number of weights of "
                          f"one unit ({str(err).splitlines()[0][:120]}).") from err
     if not isinstance(out, Tensor) or not out.is_floating_point():

@@ -94,6 +94,19 @@ def _checked_arguments(cls_name: str, bound: dict) -> dict:
     return out
 
 
+def _checking_inputs(method):
+    """``method(self, x)`` that first checks x with ``self.check_inputs`` (cheap when the shapes
+    are those of the last checked call: one tuple comparison)."""
+    import functools
+
+    @functools.wraps(method)
+    def checked(self, x, *args, **kwargs):
+        self.check_inputs(x)
+        return method(self, x, *args, **kwargs)
+
+    return checked
+
+
 class UnitModule(torch.nn.Module, ABC):
     """A layer of interchangeable units with its structure matrix; see the module docstring.
 
@@ -102,11 +115,14 @@ class UnitModule(torch.nn.Module, ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "__init__" not in cls.__dict__:
-            return
         import functools
         import inspect
 
+        for method in ("forward", "structure"):  # their inputs are checked against sample_inputs' shapes
+            if method in cls.__dict__:
+                setattr(cls, method, _checking_inputs(cls.__dict__[method]))
+        if "__init__" not in cls.__dict__:
+            return
         init = cls.__dict__["__init__"]
         signature = inspect.signature(init)
 
@@ -118,7 +134,15 @@ class UnitModule(torch.nn.Module, ABC):
                 raise TypeError(f"{cls.__name__}: {exc}.") from None
             bound.apply_defaults()
             values = _checked_arguments(cls.__name__, {k: v for k, v in bound.arguments.items() if k != "self"})
-            init(self, **values)
+            depth = self.__dict__.get("_init_depth", 0)
+            self.__dict__["_init_depth"] = depth + 1
+            try:
+                init(self, **values)
+            finally:
+                self.__dict__["_init_depth"] = depth
+            if depth == 0:  # the outermost constructor: the shapes forward() takes, for check_inputs
+                ref = self.sample_inputs(1, torch.Generator().manual_seed(0))
+                self.__dict__["_input_reference"] = tuple(t.shape for t in (ref if isinstance(ref, tuple) else (ref,)))
 
         cls.__init__ = checked_init
 
@@ -189,8 +213,50 @@ class UnitModule(torch.nn.Module, ABC):
             with torch.no_grad():
                 readout.copy_(torch.as_tensor(np.asarray(values)).reshape(readout.shape))
 
+    def check_inputs(self, x: Any) -> None:
+        """Refuse inputs that are not what forward() takes: the parts of ``input_layout`` (a tensor,
+        or a tuple of them), each real, with a leading sample axis and the sizes of
+        ``sample_inputs`` on every other axis except a sequence's ``token`` axis (any length);
+        torch would otherwise fail deep in an einsum or, for a 1-D x, broadcast it silently."""
+        from nqf import _checks
+
+        parts = x if isinstance(x, tuple) else (x,)
+        shapes = tuple(tuple(p.shape) if isinstance(p, Tensor) else None for p in parts)
+        if shapes == self.__dict__.get("_checked_input_shapes"):
+            return
+        name = type(self).__name__
+        layout = self.input_layout
+        if len(parts) != len(layout):
+            raise ValueError(f"{name}'s inputs must be {len(layout)} part(s) ({', '.join(p for p, _ in layout)}); "
+                             f"got {len(parts)}.")
+        ref = self.__dict__.get("_input_reference")
+        if ref is None:  # a module built without its checked constructor (e.g. copied): nothing to compare
+            return
+        for (part, axes), got, want in zip(layout, parts, ref):
+            if not isinstance(got, Tensor):
+                raise TypeError(f"{name}'s input {part} must be a torch tensor; got a {type(got).__name__}.")
+            _checks.tensor_data(part, got)
+            if got.is_complex():
+                raise TypeError(f"{name}'s input {part} must be real, not complex; got {got.dtype}.")
+            free = [a == "token" for a in axes]
+            if got.ndim != len(want) or any(g != w and not f for g, w, f in zip(got.shape[1:], want[1:], free)):
+                axes_text = ", ".join("any" if f else str(w) for w, f in zip(want[1:], free))
+                raise ValueError(f"{name}'s input {part} must have shape (samples{', ' if axes_text else ''}{axes_text}) "
+                                 f"(axes {', '.join(axes) or 'none'} after the sample axis); got {tuple(got.shape)}.")
+        self.__dict__["_checked_input_shapes"] = shapes
+
+    def check_unit_weights(self, W: Tensor, *, name: str = "W", width: bool = True) -> None:
+        """Refuse unit weights W that are not (..., p, d) with this module's p (and d = width)."""
+        p, d = self.p, self.width
+        if not isinstance(W, Tensor) or W.ndim < 2 or W.shape[-2] != p or (width and W.shape[-1] != d):
+            shape = tuple(W.shape) if isinstance(W, Tensor) else type(W).__name__
+            want = f"(..., {p}, {d})" if width else f"(..., {p}, any)"
+            raise ValueError(f"{name} must be a tensor of unit weights of shape {want} for {type(self).__name__} "
+                             f"(p = {p} weights per unit{f', d = {d} units' if width else ''}); got {shape}.")
+
     def set_unit_weights(self, W: Tensor) -> None:
         """Overwrite the module's parameters with those of W (p x d)."""
+        self.check_unit_weights(W)
         params = dict(self.named_parameters())
         with torch.no_grad():
             for name, value in self.params_from_unit_weights(W).items():
@@ -198,6 +264,7 @@ class UnitModule(torch.nn.Module, ABC):
 
     def forward_with(self, W: Tensor, x: Any) -> Tensor:
         """forward(x) evaluated at unit weights W (p x d), without touching the parameters."""
+        self.check_unit_weights(W, width=False)  # any number of units (a teacher's r, say)
         return functional_call(self, self.params_from_unit_weights(W), (x,))
 
     def forward_replicas(self, W: Tensor, x: Any) -> Tensor:

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import xarray as xr
 
 import nqf
 from nqf import _checks
@@ -17,16 +18,26 @@ from nqf import architectures as arch
 from nqf.closed_forms import corollary4, corollary4_init, corollary4_modes, theorem4, theorem5, theorem7, \
     theorem7_modes, theorem16
 from nqf.datasets import load_digit_task
+from nqf.effective import effective_matrix, singular_values, teacher_weights
+from nqf.experiments.local import run_experiment
+from nqf.fourier_modes import fourier_features, predicted_windows
+from nqf.losses import flow_lr, loss_factor
+from nqf.mode_designs import design
+from nqf.mode_designs import initial_weights as design_weights
+from nqf.mode_theory import ordered_seed_scatter, slope_fit, std_relative_error
+from nqf.orthogonal import random_orthogonal
+from nqf.runs import by_record, open_runs, with_run_coordinates
+from nqf.spectra import deviation
 from nqf.forms import DenseForm, DiagonalForm
 from nqf.ignition import ignition_times, mode_ignition_times, predicted_ignition_times, predicted_seed_scatter
 from nqf.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
 from nqf.mflow import SecondMoment, mflow
-from nqf.netcdf import open_result, write_dataset
+from nqf.netcdf import config_of, open_result, restore_labels, write_dataset, write_text
 from nqf.quadratic import QuadraticModel
 from nqf.recursions import discrete_flow
-from nqf.scaling import fit_power_law, power_law_test, predict_exponent, theory_window
+from nqf.scaling import count_drops, fit_power_law, power_law_test, predict_exponent, theory_window, window_sensitivity
 from nqf.solutions import predict
-from nqf.stability import max_stable_lr
+from nqf.stability import hessian_at_minimum, max_stable_lr
 from nqf.staircase import staircase, staircase_from_init
 from nqf.taylor import ZGZWarning, expansion, structure_matrix
 from nqf.training import log_step_grid, train
@@ -326,6 +337,79 @@ CASES = [
      ["ds", "xarray.Dataset"]),
     ("open_result: require a string", lambda: open_result("/nonexistent/x.nc", require="loss"), TypeError,
      ["require", "tuple"]),
+    # issue 16 audit, second pass: other public functions
+    ("open_runs: experiment an int", lambda: open_runs(123), ValueError, ["experiment", "experiment id"]),
+    ("open_runs: experiment with '..'", lambda: open_runs("../runs/x"), ValueError, ["experiment", "path separators"]),
+    ("with_run_coordinates: a dict", lambda: with_run_coordinates({"a": 1}), TypeError, ["ds", "xarray.Dataset"]),
+    ("by_record: a list", lambda: by_record([1]), TypeError, ["ds", "xarray.Dataset"]),
+    ("config_of: a dict", lambda: config_of({}), TypeError, ["ds", "xarray.Dataset"]),
+    ("restore_labels: a path", lambda: restore_labels("x.nc"), TypeError, ["ds", "xarray.Dataset"]),
+    ("write_dataset: title an int", lambda: write_dataset(xr.Dataset(), "/nonexistent/x.nc", title=3), TypeError,
+     ["title", "string"]),
+    ("write_dataset: config a list", lambda: write_dataset(xr.Dataset(), "/nonexistent/x.nc", title="x", config=[1]),
+     TypeError, ["config", "mapping"]),
+    ("write_text: bytes", lambda: write_text("/nonexistent/x.txt", b"x"), TypeError, ["text", "str"]),
+    ("run_experiment: exp_cfg a string", lambda: run_experiment("featurewise"), TypeError, ["exp_cfg", "mapping"]),
+    ("run_experiment: results an int", lambda: run_experiment({"kind": "featurewise"}, results=5), TypeError,
+     ["results", "folder"]),
+    ("run_experiment: experiment 'a/b'", lambda: run_experiment({"kind": "featurewise"}, experiment="a/b"), ValueError,
+     ["experiment", "experiment id"]),
+    ("TwoLayerMLP.forward: 4 features for D = 5", lambda: arch.TwoLayerMLP()(torch.ones(3, 4, dtype=torch.float64)),
+     ValueError, ["input x", "(samples, 5)", "(3, 4)"]),
+    ("TwoLayerMLP.forward: 1-D x (broadcast before)", lambda: arch.TwoLayerMLP()(torch.ones(5, dtype=torch.float64)),
+     ValueError, ["input x", "(5,)"]),
+    ("TwoLayerMLP.forward: numpy x", lambda: arch.TwoLayerMLP()(np.ones((3, 5))), TypeError, ["input x", "torch tensor"]),
+    ("OneLayerCNN.forward: transposed images", lambda: arch.OneLayerCNN()(torch.ones(2, 5, 4, dtype=torch.float64)),
+     ValueError, ["input x", "(samples, 4, 5)"]),
+    ("MultiHeadAttention.forward: one part", lambda: arch.MultiHeadAttention()(torch.ones(2, 4, dtype=torch.float64)),
+     ValueError, ["inputs", "2 part(s)"]),
+    ("MultiHeadAttention.forward: context D 3", lambda: arch.MultiHeadAttention()(
+        (torch.ones(2, 4, dtype=torch.float64), torch.ones(2, 3, 5, dtype=torch.float64))), ValueError,
+     ["input context", "(samples, 4, any)"]),
+    ("TwoLayerMLP.structure: complex x", lambda: arch.TwoLayerMLP().structure(torch.ones(2, 5, dtype=torch.complex128)),
+     TypeError, ["input x", "complex"]),
+    ("TwoLayerMLP.forward_with: W with p = 6", lambda: arch.TwoLayerMLP().forward_with(
+        torch.ones(6, 4, dtype=torch.float64), torch.ones(2, 5, dtype=torch.float64)), ValueError, ["W", "(..., 7, any)"]),
+    ("TwoLayerMLP.set_unit_weights: 3 units for 4", lambda: arch.TwoLayerMLP().set_unit_weights(
+        torch.ones(7, 3, dtype=torch.float64)), ValueError, ["W", "(..., 7, 4)"]),
+    ("build: size a string", lambda: arch.build("mlp", "D=3"), TypeError, ["size", "mapping"]),
+    ("build: image (0, 5)", lambda: arch.build("mlp", image=(0, 5)), ValueError, ["image", "pair"]),
+    ("effective_matrix: W with p = 6", lambda: effective_matrix(arch.TwoLayerMLP(), torch.ones(6, 4, dtype=torch.float64)),
+     ValueError, ["W", "p = 7"]),
+    ("singular_values: n 0", lambda: singular_values(arch.TwoLayerMLP(), torch.ones(7, 4, dtype=torch.float64), 0),
+     ValueError, ["n", ">= 1"]),
+    ("teacher_weights: s NaN", lambda: teacher_weights(arch.TwoLayerMLP(), [1.0, NAN], torch.Generator()), ValueError,
+     ["s", "finite"]),
+    ("deviation: s_target 0", lambda: deviation(np.ones((2, 3, 2)), np.ones((2, 3, 2)), [1.0, 0.0]), ValueError,
+     ["s_target", "> 0"]),
+    ("deviation: s_target of 3 for 2", lambda: deviation(np.ones((2, 3, 2)), np.ones((2, 3, 2)), [1.0] * 3), ValueError,
+     ["s_target", "(2,)"]),
+    ("design: n_modes 2.5", lambda: design("mlp", 2.5, 4, 0), TypeError, ["n_modes", "integer"]),
+    ("design: seed -1", lambda: design("mlp", 2, 4, -1), ValueError, ["seed", ">= 0"]),
+    ("mode_designs.initial_weights: eps 0", lambda: design_weights(design("mlp", 2, 4, 0), [1.0, 1.0], [0.0], [0], 1.0, 0),
+     ValueError, ["eps", "> 0"]),
+    ("mode_designs.initial_weights: seeds [-1]", lambda: design_weights(design("mlp", 2, 4, 0), [1.0, 1.0], [1e-3], [-1],
+                                                                        1.0, 0), ValueError, ["seeds", ">= 0"]),
+    ("hessian_at_minimum: z_star -1", lambda: hessian_at_minimum(C2, [-1.0, 1.0]), ValueError, ["z_star", "non-negative"]),
+    ("loss_factor: n 2.5", lambda: loss_factor("sum", 2.5), TypeError, ["n", "integer"]),
+    ("flow_lr: lr NaN", lambda: flow_lr(NAN, "mean", 4), ValueError, ["lr", "> 0"]),
+    ("fourier_features: P 0", lambda: fourier_features([0.1], 0), ValueError, ["P", ">= 1"]),
+    ("fourier_features: x NaN", lambda: fourier_features([NAN], 3), ValueError, ["x", "finite"]),
+    ("predicted_windows: P 2", lambda: predicted_windows(2, 1.0, [1.0], 1e-6, 0.1), ValueError, ["P", ">= 3"]),
+    ("ordered_seed_scatter: d 0", lambda: ordered_seed_scatter([1.0], 0, [0]), ValueError, ["d", ">= 1"]),
+    ("std_relative_error: n 1", lambda: std_relative_error(4, 1), ValueError, ["n", ">= 2"]),
+    ("slope_fit: one eps", lambda: slope_fit([1e-3], np.ones((1, 2))), ValueError, ["eps", "2 distinct"]),
+    ("window_sensitivity: factor NaN", lambda: window_sensitivity(TT, TT ** -0.5, (2.0, 100.0), factor=NAN), ValueError,
+     ["factor", "> 1"]),
+    ("count_drops: depth NaN", lambda: count_drops(TT, TT ** -0.5, depth=NAN), ValueError, ["depth", "<= 1"]),
+    ("random_orthogonal: rng an int", lambda: random_orthogonal(3, 0), TypeError, ["rng", "Generator"]),
+    ("SecondMoment.apply_K: M 3 x 3", lambda: SecondMoment.from_form(form(), Y2).apply_K(np.eye(3)), ValueError,
+     ["M", "(..., 2, 2)"]),
+    ("structure_matrix: int x (not blamed on p)", lambda: structure_matrix(unit, torch.tensor([1, 2, 3]), 3), ValueError,
+     ["x holds torch.int64", "floating"]),
+    ("fit_power_law: one time", lambda: fit_power_law([1.0], [1.0], (0.5, 2.0), n_boot=10), ValueError,
+     ["t", "at least 2"]),
+    ("mflow: t None", lambda: mflow(form(), M0=0.01 * np.eye(2), y=Y2), ValueError, ["t", "needed"]),
 ]
 
 
@@ -432,3 +516,27 @@ def test_valid_calls_the_audit_found_refused_or_misread_now_work():
         structure_matrix(lambda w, x: torch.sigmoid(w @ x), X3, 3, check=False)
     # sizes given as numpy integers and YAML lists are normalised
     assert arch.TwoLayerMLP(D=np.int64(3)).D == 3 and arch.build("cnn", {"image": [4, 5], "kernel": [2, 2]}).p == 6
+
+
+def test_open_runs_names_a_run_file_that_is_not_netcdf(tmp_path):
+    """A broken file among the runs is named (ResultFileError, with its rule), not a raw netCDF4/xarray error."""
+    from nqf.netcdf import ResultFileError
+
+    folder = tmp_path / "runs" / "exp"
+    write_dataset(xr.Dataset({"loss": ("step", np.ones(3))}, coords={"step": [0, 1, 2]}, attrs={"run": "a"}),
+                  folder / "a.nc", title="run")
+    (folder / "b.nc").write_bytes(b"not a netcdf file")
+    with pytest.raises(ResultFileError, match=r"b\.nc cannot be read as NetCDF.*rule 'train'"):
+        open_runs("exp", results=tmp_path)
+    (folder / "b.nc").unlink()
+    assert open_runs("exp", results=tmp_path).sizes["run"] == 1
+
+
+def test_module_inputs_checked_once_per_shape_and_token_axis_free():
+    """forward() checks its inputs against sample_inputs' shapes (once per new shape: the check is a tuple
+    comparison afterwards), leaving a sequence's token axis free; forward_with takes any number of units."""
+    mha = arch.MultiHeadAttention()
+    x = (torch.ones(2, 4, dtype=torch.float64), torch.ones(2, 4, 9, dtype=torch.float64))
+    assert tuple(mha(x).shape) == (2, 2) and mha.__dict__["_checked_input_shapes"] == ((2, 4), (2, 4, 9))
+    mlp = arch.TwoLayerMLP()
+    assert tuple(mlp.forward_with(torch.ones(7, 9, dtype=torch.float64), torch.ones(3, 5, dtype=torch.float64)).shape) == (3, 2)

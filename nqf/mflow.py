@@ -152,7 +152,8 @@ class SecondMoment:
 
     def apply_K(self, M: np.ndarray) -> np.ndarray:
         """K(M) for symmetric M of shape (..., p, p)."""
-        M = _checks.matrices("M", M, self.p)
+        if not (isinstance(M, np.ndarray) and M.dtype == np.float64 and M.shape[-2:] == (self.p, self.p)):
+            M = _checks.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
         if self.diagonal:
             d = np.diagonal(M, axis1=-2, axis2=-1) @ self.kmat.T
             out = np.zeros(M.shape)
@@ -167,7 +168,8 @@ class SecondMoment:
 
     def loss(self, M: np.ndarray) -> np.ndarray:
         """(1/m) sum_mu (<A_mu, M> - y_mu)^2 = <M, K(M)>/4 - <Y, M>/2 + mean(y^2)."""
-        M = _checks.matrices("M", M, self.p)
+        if not (isinstance(M, np.ndarray) and M.dtype == np.float64 and M.shape[-2:] == (self.p, self.p)):
+            M = _checks.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
         if self.diagonal:
             d = np.diagonal(M, axis1=-2, axis2=-1)
             quad = np.einsum("...i,ij,...j->...", d, self.kmat, d)
@@ -264,11 +266,12 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
                     H = H + gamma * np.eye(p)
                 return -(H @ G).ravel()
 
-            sol = solve_ivp(rhs, (0.0, float(t[-1])), G0.ravel(), method=method, t_eval=t,
+            times, repeat = np.unique(t, return_inverse=True)  # solve_ivp needs strictly increasing t_eval
+            sol = solve_ivp(rhs, (0.0, float(t[-1])), G0.ravel(), method=method, t_eval=times,
                             rtol=rtol, atol=1e-12 * scale if atol is None else atol)
             if not sol.success:
                 raise RuntimeError(f"M-flow integration failed: {sol.message}")
-            G = sol.y.T.reshape(t.size, p, k)
+            G = sol.y.T[repeat.ravel()].reshape(t.size, p, k)
             M = G @ G.transpose(0, 2, 1)
             nfev, solver = int(sol.nfev), method
     ds = xr.Dataset(

@@ -506,6 +506,11 @@ def test_valid_calls_the_audit_found_refused_or_misread_now_work():
     z = glv(R2, np.array([[1.0, 0.2], [0.2, 1.0]]), 0.1, [0.0, 1.0, 1.0, 2.0])
     assert z.shape == (4, 2) and np.array_equal(z[1], z[2])
     assert np.allclose(z[[0, 1, 3]], glv(R2, np.array([[1.0, 0.2], [0.2, 1.0]]), 0.1, [0.0, 1.0, 2.0]), rtol=1e-8)
+    # and in the M-flow's dense path (solve_ivp's t_eval)
+    dense = DenseForm(torch.tensor([[[1.0, 0.3], [0.3, 0.5]], [[0.2, -0.1], [-0.1, 1.0]]], dtype=torch.float64))
+    M = mflow(dense, M0=0.01 * np.eye(2), t=[0.0, 1.0, 1.0, 2.0], y=Y2)["M"].values
+    assert np.array_equal(M[1], M[2]) and np.allclose(M[[0, 1, 3]], mflow(dense, M0=0.01 * np.eye(2), t=[0.0, 1.0, 2.0],
+                                                                          y=Y2)["M"].values, rtol=1e-12)
     # an integer tensor A is cast to float64, like numpy input
     assert DenseForm(torch.eye(2, dtype=torch.int64)[None]).A.dtype == torch.float64
     # c_k = 0: a mode at exactly 0 is a fixed point and never switches on (inf, was NaN)

@@ -47,13 +47,34 @@ def describe(x) -> str:
 
 
 def _numeric(name: str, x) -> np.ndarray:
+    """``x`` as a float array: real numbers only (complex, text, a tensor without data refused,
+    instead of numpy's cast dropping an imaginary part or reading "2" as 2.0)."""
     if hasattr(x, "detach"):  # a torch tensor (possibly on a GPU)
-        x = x.detach().cpu().numpy()
+        tensor_data(name, x)
+        x = x.detach().cpu()
+        x = (x.float() if str(x.dtype) == "torch.bfloat16" else x).resolve_conj().numpy()
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} must be an array of real numbers; got the text {describe(x)}.")
     try:
-        a = np.asarray(x, dtype=float)
+        raw = np.asarray(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of real numbers; got {describe(x)}.") from None
+    if raw.dtype.kind == "c" or (raw.dtype == object and any(isinstance(v, complex) for v in raw.ravel())):
+        raise TypeError(f"{name} must be real, not complex; got a complex array of shape {raw.shape}.")
+    if raw.dtype.kind in "USV" or (raw.dtype == object and any(isinstance(v, (str, bytes)) for v in raw.ravel())):
+        raise TypeError(f"{name} must be an array of real numbers; got text ({describe(x)}).")
+    try:
+        a = raw.astype(float)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be an array of real numbers; got {describe(x)}.") from None
     return a
+
+
+def tensor_data(name: str, x) -> None:
+    """Refuse a torch tensor without data (the meta device) before anything reads it."""
+    if getattr(getattr(x, "device", None), "type", None) == "meta":
+        raise ValueError(f"{name} is a tensor on the meta device (a shape without data); "
+                         "give one on 'cpu' or 'cuda'.")
 
 
 def array(name: str, x, *, ndim: int | tuple[int, ...] | None = None, shape: tuple | None = None,
@@ -104,7 +125,12 @@ def nonnegative(name: str, a: np.ndarray, *, what: str = "") -> None:
 def scalar(name: str, x, *, low: float | None = None, high: float | None = None, low_open: bool = False,
            high_open: bool = False, allow_inf: bool = False) -> float:
     """A real number in the interval given by ``low``/``high`` (closed unless ``*_open``)."""
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.ndarray)) or np.ndim(x) != 0:
+    if hasattr(x, "detach") and getattr(x, "ndim", None) == 0 and not x.dtype.is_complex \
+            and str(x.dtype) != "torch.bool":  # a 0-d torch tensor holding a real number
+        tensor_data(name, x)
+        x = x.item()
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.ndarray)) or np.ndim(x) != 0 \
+            or (isinstance(x, np.ndarray) and x.dtype.kind not in "iuf"):
         raise TypeError(f"{name} must be a real number; got {describe(x)}.")
     v = float(x)
     lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
@@ -113,13 +139,19 @@ def scalar(name: str, x, *, low: float | None = None, high: float | None = None,
     if math.isnan(v) or (math.isinf(v) and not allow_inf) \
             or (low is not None and (v < low or (low_open and v == low))) \
             or (high is not None and (v > high or (high_open and v == high))):
-        raise ValueError(f"{name} must be a finite number {allowed}; got {v!r}." if allowed != "finite"
-                         else f"{name} must be a finite number; got {v!r}.")
+        kind = "a number (inf allowed)" if allow_inf else "a finite number"
+        raise ValueError(f"{name} must be {kind} {allowed}; got {v!r}." if allowed != "finite"
+                         else f"{name} must be {kind}; got {v!r}.")
     return v
 
 
 def integer(name: str, x, *, minimum: int | None = None) -> int:
     """An integer (bool refused; a float with an integral value accepted) of at least ``minimum``."""
+    if hasattr(x, "detach") and getattr(x, "ndim", None) == 0 and not x.dtype.is_complex:  # a 0-d tensor
+        tensor_data(name, x)
+        x = x.item()
+    elif isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x[()]
     if isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer; got {x!r}.")
     if isinstance(x, numbers.Integral):
@@ -133,8 +165,49 @@ def integer(name: str, x, *, minimum: int | None = None) -> int:
     return v
 
 
+def seed(name: str, x) -> int:
+    """A random seed: an integer >= 0 (numpy's generators refuse negative seeds, torch's
+    manual_seed floats; a float seed such as 1.5 is refused, never truncated)."""
+    try:
+        return integer(name, x, minimum=0)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer >= 0 (a random seed); got {describe(x)}.") from None
+    except TypeError:
+        raise TypeError(f"{name} must be an integer >= 0 (a random seed); got {describe(x)}.") from None
+
+
+def floating_dtype(name: str, dtype):
+    """A floating torch dtype (torch.float64, float32, float16, bfloat16); integer, bool and
+    complex dtypes refused (torch's random and linear-algebra kernels would fail deep inside)."""
+    import torch
+
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"{name} must be a floating torch dtype (torch.float64, torch.float32, ...); "
+                        f"got {describe(dtype)}.")
+    return dtype
+
+
+def torch_module(name: str, x):
+    """A torch.nn.Module (the object nqf trains or differentiates)."""
+    import torch
+
+    if not isinstance(x, torch.nn.Module):
+        raise TypeError(f"{name} must be a torch.nn.Module (e.g. nqf.QuadraticModel or a module of "
+                        f"nqf.architectures); got a {type(x).__name__}.")
+    return x
+
+
+def choice(name: str, x, allowed) -> str:
+    """One of the strings ``allowed``."""
+    if not isinstance(x, str) or x not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {describe(x)}.")
+    return x
+
+
 def time_grid(name: str, t, *, increasing: bool = True, nonempty: bool = True) -> np.ndarray:
     """A 1-D grid of finite times >= 0 (non-decreasing when ``increasing``)."""
+    if t is None:
+        raise ValueError(f"{name} (the times to evaluate at, a 1-D array) is needed; got None.")
     a = array(name, t, ndim=1, nonempty=nonempty)
     if a.size and a.min() < 0:
         raise ValueError(f"{name} must hold times >= 0; got a smallest time of {a.min():.3g}.")
@@ -154,6 +227,25 @@ def square(name: str, C, n: int | None = None) -> np.ndarray:
     return a
 
 
+def matrices(name: str, M, p: int) -> np.ndarray:
+    """M as a float array of shape (..., p, p) (one or a stack of p x p matrices); NaN passes
+    (the callers map it through), a wrong size is refused instead of numpy's broadcast error."""
+    M = array(name, M, finite=None)
+    if M.ndim < 2 or M.shape[-2:] != (p, p):
+        raise ValueError(f"{name} must have shape (..., {p}, {p}) (p = {p}); got {M.shape}.")
+    return M
+
+
+def symmetric(name: str, C: np.ndarray, *, context: str = "") -> None:
+    """Refuse a square matrix that is not symmetric to rounding (|C - C^T| <= 1e-10 max|C|),
+    instead of silently using its symmetric part."""
+    scale = float(np.max(np.abs(C), initial=0.0))
+    asym = float(np.max(np.abs(C - C.T), initial=0.0))
+    if asym > SYMMETRY_RTOL * scale:
+        raise ValueError(f"{name} must be symmetric{context}; max |{name} - {name}^T| = {asym:.3g} "
+                         f"(relative {asym / scale:.2g}, allowed {SYMMETRY_RTOL:g}).")
+
+
 def symmetric_psd(name: str, C: np.ndarray, *, context: str = "") -> None:
     """Refuse a square matrix that is not symmetric positive semi-definite (to rounding).
 
@@ -164,10 +256,7 @@ def symmetric_psd(name: str, C: np.ndarray, *, context: str = "") -> None:
     scale = float(np.max(np.abs(C), initial=0.0))
     if scale == 0.0:
         return
-    asym = float(np.max(np.abs(C - C.T)))
-    if asym > SYMMETRY_RTOL * scale:
-        raise ValueError(f"{name} must be symmetric{context}; max |{name} - {name}^T| = {asym:.3g} "
-                         f"(relative {asym / scale:.2g}, allowed {SYMMETRY_RTOL:g}).")
+    symmetric(name, C, context=context)
     if np.all(C - np.diag(np.diagonal(C)) == 0):
         low = float(np.min(np.diagonal(C)))
     else:

@@ -15,7 +15,7 @@ from scipy.linalg import cho_factor, solve_triangular
 from scipy.optimize import brentq
 
 from nqf import _checks
-from nqf.lotka_volterra import logistic_solution
+from nqf.lotka_volterra import _mode_vectors, logistic_solution
 
 
 def _sample_modes(lam, y, z0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -294,6 +294,7 @@ def theorem7(Y, c: float, t, *, M0=None, W0=None) -> np.ndarray:
     factor G is carried along (never re-factorised), so tiny modes keep their relative accuracy.
     """
     Y = _checks.square("Y", Y)
+    _checks.symmetric("Y", Y, context=" (the target moment (4/m) sum y_mu A_mu)")
     c = _checks.scalar("c", c, low=0.0)
     _checks.initial_state(M0, W0, Y.shape[0])  # checks only: the factor below keeps the given W0 exactly
     gam, Q = np.linalg.eigh((Y + Y.T) / 2)
@@ -326,19 +327,31 @@ def theorem7(Y, c: float, t, *, M0=None, W0=None) -> np.ndarray:
     return out
 
 
+def _named_logistic(rate, cap, start, t, scale_rate: float, scale_cap: float) -> np.ndarray:
+    """logistic_solution(scale_rate * rate, scale_cap * cap, start, t) with each argument checked
+    under its own name ((name, value) pairs: finite, one length, cap and start non-negative)."""
+    r, c, z0 = _mode_vectors(rate, cap, start)
+    if c.size and c.min() < -1e-12 * float(np.max(np.abs(c))):
+        raise ValueError(f"{cap[0]} must be non-negative (a negative {cap[0]} makes the amplitude negative or "
+                         f"blow up); got smallest {cap[0]} = {c.min():.3g}.")
+    _checks.nonnegative(start[0], z0, what=" (an initial amplitude)")
+    return logistic_solution(scale_rate * r, scale_cap * c, z0, t)
+
+
 def theorem7_modes(gamma, c: float, z0, t) -> np.ndarray:
     """Eq. 42: eigenvalues of M(t) when M(0) and Y commute, logistic with rate 2 gamma_k."""
-    return logistic_solution(2 * np.asarray(gamma, float), 8 * c, z0, t)
+    c = _checks.scalar("c", c, low=0.0)
+    return _named_logistic(("gamma", gamma), ("c", c), ("z0", z0), t, 2.0, 8.0)
 
 
 def theorem16(gamma, kappa, z0, t) -> np.ndarray:
     """Theorem 16 (Eq. 256-257): z_a' = 2 z_a (gamma_a - kappa_a z_a), shape (T, r)."""
-    return logistic_solution(2 * np.asarray(gamma, float), 2 * np.asarray(kappa, float), z0, t)
+    return _named_logistic(("gamma", gamma), ("kappa", kappa), ("z0", z0), t, 2.0, 2.0)
 
 
 def corollary4(tau, c, rho0, t) -> np.ndarray:
     """Corollary 4 (Eq. 271-272): rho_a' = 4 rho_a (tau_a - c_a rho_a), the Saxe solution."""
-    return logistic_solution(4 * np.asarray(tau, float), 4 * np.asarray(c, float), rho0, t)
+    return _named_logistic(("tau", tau), ("c", c), ("rho0", rho0), t, 4.0, 4.0)
 
 
 def corollary4_modes(S, y) -> dict:
@@ -348,7 +361,8 @@ def corollary4_modes(S, y) -> dict:
     ``residual`` = max_a |C(u_a v_a^T) - c_a u_a v_a^T| / |C(u_a v_a^T)| with
     C(Q) = (1/m) sum <S_mu, Q> S_mu (zero when every singular mode is an eigenmatrix of C).
     """
-    S, y = np.asarray(S, float), np.asarray(y, float)
+    S = _checks.array("S", S, ndim=3, nonempty=True)
+    y = _checks.array("y", y, ndim=1, shape=(S.shape[0],))
     m = S.shape[0]
     T = np.einsum("m,mij->ij", y, S) / m
     u, tau, vt = np.linalg.svd(T, full_matrices=False)
@@ -362,7 +376,12 @@ def corollary4_modes(S, y) -> dict:
 
 def corollary4_init(u, v, rho0, d: int, seed: int = 0) -> np.ndarray:
     """Balanced, aligned W0 = [U0; V0] (Eq. 269) with random orthonormal directions r_a in R^d."""
-    u, v, rho0 = np.asarray(u, float), np.asarray(v, float), np.asarray(rho0, float)
+    rho0 = _checks.array("rho0", rho0, ndim=1, nonempty=True)
+    _checks.nonnegative("rho0", rho0, what=" (singular-mode strengths rho_a(0))")
+    u = _checks.array("u", u, ndim=2, shape=(None, rho0.size))
+    v = _checks.array("v", v, ndim=2, shape=(None, rho0.size))
+    d = _checks.integer("d", d, minimum=1)
+    seed = _checks.seed("seed", seed)
     if d < rho0.size:
         raise ValueError(f"Balanced aligned init needs d >= {rho0.size} units for orthonormal r_a; got {d}.")
     R, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, rho0.size)))

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nqf import _checks
+
 DATASETS = ("mnist5k", "digits8x8", "mnist_npz")
 PREPROCESSING = ("standardise", "raw")
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -137,7 +139,9 @@ def load_digit_task(dataset: str = "mnist5k", *, n_train: int = 4000, n_test: in
     """
     if preprocessing not in PREPROCESSING:
         raise ValueError(f"preprocessing must be one of {', '.join(PREPROCESSING)}; got {preprocessing!r}.")
-    rng = np.random.default_rng(seed)
+    n_train = _checks.integer("n_train", n_train, minimum=2)  # standardise needs a spread: 2 images
+    n_test = _checks.integer("n_test", n_test, minimum=1)
+    rng = np.random.default_rng(_checks.seed("seed", seed))
     if dataset in ("mnist5k", "digits8x8"):
         if dataset == "mnist5k":
             images, digits = mnist5k_images()

@@ -57,6 +57,7 @@ def _two_block(module, W: Tensor, n_in: int, slope: float) -> Tensor:
 def effective_matrix(module: UnitModule, W: Tensor) -> Tensor:
     """E(W) for unit weights W of shape (..., p, d); see the module docstring for each shape."""
     _check(module)
+    module.check_unit_weights(W, width=False)
     if isinstance(module, TwoLayerMLP):
         return _two_block(module, W, module.D, module.act.slope0)
     if isinstance(module, OneLayerCNN):
@@ -96,6 +97,9 @@ def effective_outputs(module: UnitModule, E: Tensor, x) -> Tensor:
 
 def singular_values(module: UnitModule, W: Tensor, n: int) -> Tensor:
     """The n largest singular values of E(W), shape (..., n)."""
+    from nqf import _checks
+
+    n = _checks.integer("n", n, minimum=1)
     return torch.linalg.svdvals(effective_matrix(module, W))[..., :n]
 
 
@@ -116,7 +120,11 @@ def teacher_weights(module: UnitModule, s, gen: torch.Generator) -> Tensor:
     attention heads use only their first row of W^Q, W^K (or W^V, R); the other rows stay 0.
     """
     _check(module)
-    s = torch.as_tensor(s, dtype=torch.float64)
+    from nqf import _checks
+
+    s_np = _checks.array("s", s, ndim=1, nonempty=True)
+    _checks.nonnegative("s", s_np, what=" (singular values of the teacher's effective matrix)")
+    s = torch.as_tensor(s_np, dtype=torch.float64)
     r, root = s.numel(), s.sqrt()
     dtype = torch.float64
     W = torch.zeros(module.p, r, dtype=dtype)

@@ -29,6 +29,19 @@ def _check_matrices(name: str, A: Tensor, what: str) -> None:
         raise ValueError(f"{name} must be finite (no NaN or inf); {bad} of its {A.numel()} entries are not.")
 
 
+def _real_tensor(name: str, x) -> Tensor:
+    """A structure form's matrices as a real floating tensor: a tensor without data (meta) or a
+    complex one refused, integer and bool tensors cast to float64 (as numpy inputs are)."""
+    from nqf import _checks
+
+    if not isinstance(x, Tensor):
+        return as_tensor(_checks.array(name, x, finite=None))
+    _checks.tensor_data(name, x)
+    if x.is_complex():
+        raise TypeError(f"{name} must be real, not complex; got a {x.dtype} tensor of shape {tuple(x.shape)}.")
+    return x if x.is_floating_point() else x.to(torch.float64)
+
+
 def as_tensor(x, dtype=torch.float64, device=None) -> Tensor:
     """A float tensor (float64 by default) from an array-like."""
     if isinstance(x, Tensor):
@@ -74,7 +87,7 @@ class DenseForm(StructureForm):
     A: Tensor
 
     def __post_init__(self):
-        self.A = as_tensor(self.A) if not isinstance(self.A, Tensor) else self.A
+        self.A = _real_tensor("DenseForm's A", self.A)
         if self.A.ndim != 3 or self.A.shape[1] != self.A.shape[2]:
             raise ValueError(f"DenseForm needs A of shape (m, p, p); got {tuple(self.A.shape)}.")
         _check_matrices("DenseForm's A", self.A, "shape (m, p, p)")
@@ -110,7 +123,7 @@ class DiagonalForm(StructureForm):
     diag: Tensor
 
     def __post_init__(self):
-        self.diag = as_tensor(self.diag) if not isinstance(self.diag, Tensor) else self.diag
+        self.diag = _real_tensor("DiagonalForm's diag", self.diag)
         if self.diag.ndim != 2:
             raise ValueError(f"DiagonalForm needs diagonals of shape (m, p); got {tuple(self.diag.shape)}.")
         _check_matrices("DiagonalForm's diag", self.diag, "shape (m, p)")

@@ -22,8 +22,17 @@ def ignition_times(t, z, *, rho: float = 0.5, saturation=None) -> np.ndarray:
         raise ValueError(f"z must have time first, one row per entry of t ({t.shape[0]}); got shape {z.shape}.")
     rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
     flat = z.reshape(z.shape[0], -1)
-    sat = flat[-1] if saturation is None else np.broadcast_to(
-        np.asarray(saturation, float), z.shape[1:]).reshape(-1)
+    if saturation is None:
+        sat = flat[-1]
+    else:
+        # NaN or +inf: no level for that mode (nqf.staircase's ignition_level of a mode that never
+        # ignites), which gives NaN like a mode that never crosses
+        sat = _checks.array("saturation", saturation, finite=None)
+        try:
+            sat = np.broadcast_to(sat, z.shape[1:]).reshape(-1)
+        except ValueError:
+            raise ValueError(f"saturation must be a scalar or have the shape of one time slice of z "
+                             f"{z.shape[1:]} (one level per mode); got shape {sat.shape}.") from None
     out = np.full(flat.shape[1], np.nan)
     for k in range(flat.shape[1]):
         level = rho * sat[k]
@@ -55,7 +64,8 @@ def predicted_ignition_times(zeta, C_k, eps, *, c=1.0, a: float = 1.0, rho: floa
     a = 1, zeta = r, C_k = C_kk for Theorem 6; a = 2, zeta = gamma, C_k = 4c for Theorem 7.
     With rho = 1/2 and Theorem 6 this is the exact half-saturation time of the logistic solution,
     (1/r_k) ln((r_k - C_kk eps)/(C_kk eps)). Modes that never switch on (zeta_k <= 0) give inf;
-    modes already past the threshold at t = 0 give NaN.
+    modes already past the threshold at t = 0 give NaN. A mode with c_k = 0 starts at exactly 0, a
+    fixed point, and never switches on either (inf); a growing mode (zeta_k > 0) needs C_k > 0.
 
     Domain: eps > 0 and finite (eps = 0 would be an init at exactly 0, which never switches on;
     eps >= 1 is allowed: the formula is the exact logistic time for any z_k0 below the threshold,
@@ -78,6 +88,11 @@ def predicted_ignition_times(zeta, C_k, eps, *, c=1.0, a: float = 1.0, rho: floa
         raise ValueError(f"zeta, C_k, c, eps and a must have broadcastable shapes; got {shapes}.") from None
     out = np.full(zeta.shape, np.inf)
     grow = zeta > 0
+    if np.any(grow & (C_k == 0) & (c > 0)):
+        raise ValueError(f"C_k must be > 0 for a mode with zeta > 0 ({int(np.sum(grow & (C_k == 0) & (c > 0)))} "
+                         "mode(s) have C_k = 0: such a mode grows without saturating, so it has no "
+                         "half-saturation time; Theorem 6's C_kk = 0 forces r_k = 0).")
+    grow &= c > 0  # a mode that starts at exactly 0 (c_k = 0) stays there: it never switches on (inf)
     with np.errstate(divide="ignore", invalid="ignore"):
         head = zeta - C_k * c * eps
         ok = grow & (head > 0) & (C_k * c > 0)

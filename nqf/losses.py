@@ -41,16 +41,20 @@ def loss_factor(convention: str, n: int) -> float:
     """c with L_convention = c * L_Eq.26 for a batch of ``n`` samples (see the module table)."""
     if convention not in LOSS_CONVENTIONS:
         raise ValueError(f"loss convention must be one of {', '.join(LOSS_CONVENTIONS)}; got {convention!r}.")
-    n = int(n)
+    from nqf import _checks
+
+    n = _checks.integer("n (the samples in the batch)", n)
     if n < 1:
-        raise ValueError(f"the batch must hold at least one sample; got n = {n}.")
+        raise ValueError(f"n must be >= 1: the batch must hold at least one sample; got n = {n}.")
     return {"mean": 1.0, "half_mean": 0.5, "sum": float(n), "half_sum": 0.5 * n}[convention]
 
 
 def flow_lr(lr: float, convention: str, n: int) -> float:
     """The step of the Eq. 26 flow that one optimizer step of ``lr`` on the ``convention`` loss
     takes: c * lr. Gradient descent samples the flow at t = flow_lr * step."""
-    return loss_factor(convention, n) * float(lr)
+    from nqf import _checks
+
+    return loss_factor(convention, n) * _checks.scalar("lr", lr, low=0.0, low_open=True)
 
 
 def describe(convention: str, n: int | None = None) -> str:

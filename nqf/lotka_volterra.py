@@ -118,12 +118,15 @@ class LotkaVolterra:
 
     def modes_of(self, M) -> np.ndarray:
         """z_k = (P^T M P)_kk for M of shape (..., p, p)."""
-        M = np.asarray(M, dtype=float)
+        M = _checks.matrices("M", M, self.basis.shape[0])
         return np.einsum("pk,...pq,qk->...k", self.basis, M, self.basis)
 
     def loss(self, z) -> np.ndarray:
         """Training loss (1/m) |Lambda z - y|^2 of mode amplitudes z (..., K) (off-diagonals slaved)."""
-        z = np.asarray(z, dtype=float)
+        z = _checks.array("z", z, finite=None)
+        if z.ndim < 1 or z.shape[-1] != self.modes:
+            raise ValueError(f"z must have shape (..., {self.modes}): one amplitude per mode, no broadcasting; "
+                             f"got {z.shape}.")
         return np.mean((z @ self.lam.T - self.y) ** 2, axis=-1)
 
     def integrate(self, z0, t, **kwargs) -> np.ndarray:
@@ -273,9 +276,11 @@ def _integrate_block(r, C, z0, t, method, rtol, atol) -> np.ndarray:
         return -C * z[None, :]
 
     # Rejected Newton iterations may overflow; the accepted solution is checked to be finite below.
+    # solve_ivp needs strictly increasing t_eval: integrate on the distinct times, repeat after.
+    times, repeat = np.unique(t, return_inverse=True)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        sol = solve_ivp(rhs, (0.0, float(t[-1])), np.log(z0), method=method, t_eval=t,
+        sol = solve_ivp(rhs, (0.0, float(t[-1])), np.log(z0), method=method, t_eval=times,
                         jac=jac, rtol=rtol, atol=atol)
     if not sol.success or not np.all(np.isfinite(sol.y)):
         raise RuntimeError(f"GLV integration failed: {sol.message}")
-    return np.exp(np.minimum(sol.y.T, _LOG_CAP))
+    return np.exp(np.minimum(sol.y.T[repeat.ravel()], _LOG_CAP))

@@ -106,6 +106,7 @@ class SecondMoment:
     def from_form(cls, form: StructureForm, y, *, rank_rtol: float = 1e-13) -> "SecondMoment":
         """One pass over the data matrices ``form`` with targets ``y``."""
         y = _checks.targets(form, y)
+        rank_rtol = _checks.scalar("rank_rtol", rank_rtol, low=0.0, high=1.0, high_open=True)
         m, p = form.m, form.p
         if isinstance(form, DiagonalForm):
             D = form.diag.detach().cpu().to(torch.float64).numpy()
@@ -151,7 +152,8 @@ class SecondMoment:
 
     def apply_K(self, M: np.ndarray) -> np.ndarray:
         """K(M) for symmetric M of shape (..., p, p)."""
-        M = np.asarray(M, float)
+        if not (isinstance(M, np.ndarray) and M.dtype == np.float64 and M.shape[-2:] == (self.p, self.p)):
+            M = _checks.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
         if self.diagonal:
             d = np.diagonal(M, axis1=-2, axis2=-1) @ self.kmat.T
             out = np.zeros(M.shape)
@@ -166,7 +168,8 @@ class SecondMoment:
 
     def loss(self, M: np.ndarray) -> np.ndarray:
         """(1/m) sum_mu (<A_mu, M> - y_mu)^2 = <M, K(M)>/4 - <Y, M>/2 + mean(y^2)."""
-        M = np.asarray(M, float)
+        if not (isinstance(M, np.ndarray) and M.dtype == np.float64 and M.shape[-2:] == (self.p, self.p)):
+            M = _checks.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
         if self.diagonal:
             d = np.diagonal(M, axis1=-2, axis2=-1)
             quad = np.einsum("...i,ij,...j->...", d, self.kmat, d)
@@ -224,6 +227,11 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
     Returns a Dataset with ``M`` (time, row, col) and ``loss`` (time); attrs record the solver
     and the number of right-hand-side evaluations.
     """
+    if not isinstance(data, (SecondMoment, StructureForm)):
+        raise TypeError(f"data must be a SecondMoment or a StructureForm (DenseForm, DiagonalForm, ...); "
+                        f"got a {type(data).__name__}.")
+    if not isinstance(method, type):  # a solve_ivp method name (or an OdeSolver class)
+        _checks.choice("method", method, ("DOP853", "RK45", "RK23", "Radau", "BDF", "LSODA"))
     stats = data if isinstance(data, SecondMoment) else SecondMoment.from_form(data, y)
     t = _checks.time_grid("t", t)
     M0, G0 = _initial_factor(M0, W0, stats.p)
@@ -258,11 +266,12 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
                     H = H + gamma * np.eye(p)
                 return -(H @ G).ravel()
 
-            sol = solve_ivp(rhs, (0.0, float(t[-1])), G0.ravel(), method=method, t_eval=t,
+            times, repeat = np.unique(t, return_inverse=True)  # solve_ivp needs strictly increasing t_eval
+            sol = solve_ivp(rhs, (0.0, float(t[-1])), G0.ravel(), method=method, t_eval=times,
                             rtol=rtol, atol=1e-12 * scale if atol is None else atol)
             if not sol.success:
                 raise RuntimeError(f"M-flow integration failed: {sol.message}")
-            G = sol.y.T.reshape(t.size, p, k)
+            G = sol.y.T[repeat.ravel()].reshape(t.size, p, k)
             M = G @ G.transpose(0, 2, 1)
             nfev, solver = int(sol.nfev), method
     ds = xr.Dataset(

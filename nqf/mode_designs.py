@@ -35,6 +35,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from nqf import _checks
 from nqf.architectures import ARCHITECTURES, UnitModule
 
 Tensor = torch.Tensor
@@ -212,8 +213,11 @@ def design(name: str, n_modes: int, width: int, seed: int) -> Design:
     if name not in DESIGNS:
         raise ValueError(f"No init_scaling design for architecture {name!r}; choose from "
                          f"{', '.join(DESIGNS)}.")
+    n_modes = _checks.integer("n_modes", n_modes, minimum=1)
     if not 1 <= n_modes <= MAX_MODES:
-        raise ValueError(f"The number of modes must lie in 1..{MAX_MODES}; got {n_modes}.")
+        raise ValueError(f"n_modes (the number of modes) must lie in 1..{MAX_MODES}; got {n_modes}.")
+    width = _checks.integer("width", width, minimum=1)
+    seed = _checks.seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     build, inputs, Q, note = DESIGNS[name](n_modes, width, gen, seed)
     return Design(name, build, inputs, Q, note)
@@ -248,8 +252,14 @@ def initial_weights(des: Design, z_star, eps, seeds, seed_scale: float, seed: in
     M(0) diagonal in the q basis (Theorem 16 needs it); with d < K (the Fourier MLP, d = 1) all
     modes share one unit, which Assumption 1 allows (off-diagonal entries are slaved, Prop. 7).
     """
-    gen = torch.Generator().manual_seed(zlib.crc32(f"{des.name}:{seed}".encode()))
     d, (p, K) = des.module.width, des.modes.shape
+    z_star = _checks.array("z_star", z_star, shape=(K,))
+    _checks.nonnegative("z_star", z_star)
+    eps = _checks.positive("eps", _checks.array("eps", eps, ndim=1, nonempty=True), what=" (z_k(0) = eps z*_k)")
+    seeds = [_checks.seed("seeds", s) for s in (seeds.tolist() if hasattr(seeds, "tolist") else seeds)]
+    seed_scale = _checks.scalar("seed_scale", seed_scale, low=0.0)
+    seed = _checks.seed("seed", seed)
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{des.name}:{seed}".encode()))
     R = orthonormal(d, K, gen) if d >= K else torch.ones(d, K, dtype=torch.float64) / np.sqrt(d)
     amp = torch.sqrt(torch.as_tensor(np.asarray(eps, float))[:, None] * torch.as_tensor(np.asarray(z_star, float))[None])
     aligned = torch.einsum("pk,ek,dk->epd", des.modes, amp, R)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import polygamma
 
+from nqf import _checks
 from nqf.lotka_volterra import shared_eigenbasis
 
 if TYPE_CHECKING:
@@ -191,6 +192,7 @@ def ordered_seed_scatter(rate, d: int, predecessors) -> np.ndarray:
     d - j_k < 1 (no unit-space direction left for the mode).
     """
     rate = np.asarray(rate, float)
+    d = _checks.integer("d (the number of units)", d, minimum=1)
     dof = d - np.asarray(predecessors, float)
     with np.errstate(invalid="ignore"):
         spread = np.sqrt(polygamma(1, np.where(dof >= 1, dof, np.nan) / 2.0))
@@ -205,7 +207,8 @@ def std_relative_error(dof, n: int) -> np.ndarray:
     relative error of s is half the square root: 1/sqrt(2 (n - 1)) for a Gaussian (12.7% at
     n = 32), but 15.9% at n = 32, 7.9% at n = 128 and 5.6% at n = 256 for d = 4.
     """
-    nu = np.asarray(dof, float) / 2.0
+    n = _checks.integer("n (the number of draws)", n, minimum=2)
+    nu = _checks.positive("dof", dof) / 2.0
     kurt = polygamma(3, nu) / polygamma(1, nu) ** 2
     return 0.5 * np.sqrt(2.0 / (n - 1) + kurt / n)
 
@@ -213,7 +216,12 @@ def std_relative_error(dof, n: int) -> np.ndarray:
 def slope_fit(eps, t) -> np.ndarray:
     """Least-squares slope of t (eps, ...) against ln(1/eps), along the first axis (NaN if any
     t along it is NaN: a mode that never ignited has no slope)."""
-    x = np.log(1.0 / np.asarray(eps, float))
-    t = np.asarray(t, float)
+    eps = _checks.positive("eps", _checks.array("eps", eps, ndim=1))
+    if np.unique(eps).size < 2:
+        raise ValueError(f"eps must hold at least 2 distinct values for a slope; got {_checks.describe(eps)}.")
+    x = np.log(1.0 / eps)
+    t = _checks.array("t", t, finite=None)
+    if t.ndim < 1 or t.shape[0] != eps.size:
+        raise ValueError(f"t must have one row per eps ({eps.size}) along its first axis; got shape {t.shape}.")
     xc = (x - x.mean()).reshape(-1, *([1] * (t.ndim - 1)))
     return (xc * (t - t.mean(0))).sum(0) / (xc ** 2).sum(0)

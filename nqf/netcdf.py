@@ -47,6 +47,13 @@ class ResultFileError(RuntimeError):
         self.unusable = unusable
 
 
+def dataset(name: str, ds) -> xr.Dataset:
+    """Refuse anything but an xarray.Dataset (a dict or a path would fail on its first attribute)."""
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"{name} must be an xarray.Dataset; got a {type(ds).__name__}.")
+    return ds
+
+
 def _attr_value(value: Any) -> Any:
     """Coerce an attribute to a type netCDF can store (str, number, or 1-D numeric array)."""
     if isinstance(value, (bool, np.bool_)):
@@ -108,6 +115,7 @@ def _labels_apart(ds: xr.Dataset) -> xr.Dataset:
 def restore_labels(ds: xr.Dataset) -> xr.Dataset:
     """The inverse of the writer's label split: each ``<dim>_label`` becomes the index of ``dim``
     again, so that ``ds.sel(architecture="mlp")`` works as on the Dataset that was written."""
+    dataset("ds", ds)
     for name in [n for n, v in ds.variables.items() if LABEL_OF in v.attrs]:
         var = ds[name]
         dim = str(var.attrs[LABEL_OF])
@@ -123,6 +131,14 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     ``title`` describes the file; ``config`` is the configuration that produced it (stored as
     JSON in ``config_json``). Boolean variables are stored as int8 with ``flag_values``.
     """
+    dataset("ds", ds)
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a string describing the file; got a {type(title).__name__}.")
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping (the configuration that produced the file) or None; "
+                        f"got a {type(config).__name__}.")
+    if source is not None and not isinstance(source, str):
+        raise TypeError(f"source must be a string or None; got a {type(source).__name__}.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ds = ds.copy()
@@ -165,6 +181,8 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write a text file atomically (temporary file in the same folder, then os.replace)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str (written as UTF-8); got a {type(text).__name__}.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = temporary_beside(path)
@@ -186,6 +204,8 @@ def open_result(path: str | os.PathLike, *, made_by: str | None = None,
     ``made_by`` names the workflow rule that produces the file, for the error message;
     ``require`` lists variables the caller needs.
     """
+    if isinstance(require, str) or not all(isinstance(v, str) for v in require):
+        raise TypeError(f"require must be a tuple of variable names, e.g. ('loss',); got {require!r:.60}.")
     path = Path(path)
     hint = f" (it is made by the rule '{made_by}'; delete it and rerun snakemake to regenerate it)" \
         if made_by else " (delete it and regenerate it)"
@@ -209,4 +229,5 @@ def open_result(path: str | os.PathLike, *, made_by: str | None = None,
 
 def config_of(ds: xr.Dataset) -> dict[str, Any]:
     """The configuration stored in a result's ``config_json`` attribute."""
+    dataset("ds", ds)
     return json.loads(ds.attrs.get("config_json", "{}"))

@@ -29,6 +29,8 @@ class QuadraticModel(torch.nn.Module):
             raise TypeError(f"dtype must be a floating torch dtype (torch.float64, torch.float32); got {dtype!r}.")
         dev = resolve_device(device)
         W0_np = _checks.array("W0", W0, ndim=(2, 3))
+        if W0_np.shape[-1] == 0:
+            raise ValueError(f"W0 must have at least one column (d >= 1 units); got shape {W0_np.shape}.")
         _checks.representable_weights("W0", W0_np, dtype)
         W0 = as_tensor(W0, dtype=dtype, device=dev)
         if W0.ndim == 2:

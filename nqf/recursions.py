@@ -29,6 +29,7 @@ from nqf.mflow import SecondMoment
 def _steps_grid(steps: int, record_steps, n_record: int) -> np.ndarray:
     from nqf.training import _record_grid, log_step_grid
     steps = _checks.integer("steps", steps, minimum=1)
+    n_record = _checks.integer("n_record", n_record, minimum=2)
     grid = log_step_grid(steps, n_record) if record_steps is None else _record_grid(record_steps, steps)
     return grid.astype(np.int64)
 
@@ -42,6 +43,9 @@ def discrete_flow(data: SecondMoment | StructureForm, M0=None, *, lr: float, ste
     Returns a Dataset with ``M`` (step, row, col) and ``loss`` (step); the ``step`` dimension
     carries ``time`` = lr * step, like :func:`nqf.train`.
     """
+    if not isinstance(data, (SecondMoment, StructureForm)):
+        raise TypeError(f"data must be a SecondMoment or a StructureForm (DenseForm, DiagonalForm, ...); "
+                        f"got a {type(data).__name__}.")
     stats = data if isinstance(data, SecondMoment) else SecondMoment.from_form(data, y)
     if optimizer not in ("gd", "momentum"):
         raise ValueError("optimizer must be 'gd' or 'momentum' (Adam does not close on M); "

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from nqf.netcdf import restore_labels
+from nqf.netcdf import dataset, open_result
 
 # Run attributes promoted to scalar coordinates (when the file has no dimension of that name),
 # in this order; a run that lacks one simply does not carry it.
@@ -34,6 +34,7 @@ def with_run_coordinates(ds: xr.Dataset, experiment: str | None = None) -> xr.Da
     """``ds`` (a run file's Dataset) with its run parameters as scalar coordinates: each attribute
     of :data:`RUN_PARAMETERS` it holds (``experiment`` given here), unless a dimension has that
     name (an eps sweep inside one run keeps ``eps`` as its dimension). The attributes stay."""
+    dataset("ds", ds)
     attrs = dict(ds.attrs)
     if experiment is not None:
         attrs["experiment"] = experiment
@@ -52,6 +53,7 @@ def by_record(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` with its ``step`` dimension relabelled ``record`` (0, 1, ...): ``step`` and every
     coordinate along it (``time``, ``tau``) become coordinates along ``record``. Runs that record
     the same number of steps then concatenate without NaN, whatever their steps."""
+    dataset("ds", ds)
     if "step" not in ds.dims:
         return ds
     return ds.assign_coords(record=("step", np.arange(ds.sizes["step"]))).swap_dims(step="record")
@@ -127,6 +129,11 @@ def open_runs(experiment: str, results: str | os.PathLike = "results", **where) 
     different numbers of modes or parameters) cannot share one Dataset without padding: that
     is refused, naming the dimension and a ``where`` that separates them.
     """
+    from nqf.config import EXPERIMENT_ID
+
+    if not isinstance(experiment, str) or not EXPERIMENT_ID.fullmatch(experiment):
+        raise ValueError(f"experiment must be an experiment id (a letter, then letters, digits and '_'; no "
+                         f"path separators); got {experiment!r:.60}.")
     folder = Path(results) / "runs" / experiment
     paths = sorted(folder.glob("*.nc"))
     if not paths:
@@ -134,8 +141,7 @@ def open_runs(experiment: str, results: str | os.PathLike = "results", **where) 
                                 f"(snakemake --cores all), or pass results= the folder holding runs/.")
     datasets, names = [], []
     for path in paths:
-        with xr.open_dataset(path) as ds:
-            ds = with_run_coordinates(restore_labels(ds.load()), experiment)
+        ds = with_run_coordinates(open_result(path, made_by="train"), experiment)  # a bad file is named
         if "run" not in ds.coords:
             ds = ds.assign_coords(run=path.stem)
         if _matches(ds, where):

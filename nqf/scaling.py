@@ -99,7 +99,7 @@ def _check_modes(zeta, V, t_star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(f"Every mode of a power law must switch on (zeta_k > 0); modes "
                          f"{(np.nonzero(~(zeta > 0))[0] + 1).tolist()} never do: leave them out.")
     if np.any(V < 0) or np.any(~np.isfinite(V)):
-        raise ValueError("The target strengths V_k must be finite and non-negative.")
+        raise ValueError("V (the target strengths V_k) must be finite and non-negative.")
     return zeta, V, t_star
 
 
@@ -139,12 +139,17 @@ def theory_window(t_star, zeta, V, *, a: float = 1.0, t_max: float | None = None
     keep that many and the window's note says so.
     """
     zeta, V, t_star = _check_modes(zeta, V, t_star)
-    if not 0 < cutoff < 1:
-        raise ValueError(f"cutoff must lie in (0, 1); got {cutoff}.")
+    cutoff = _checks.scalar("cutoff", cutoff, low=0.0, high=1.0, low_open=True, high_open=True)
+    a = _checks.scalar("a", a, low=0.0, low_open=True)
+    resolution = _checks.scalar("resolution", resolution, low=0.0, low_open=True)
+    min_modes = _checks.integer("min_modes", min_modes, minimum=2)
+    if t_max is not None:
+        t_max = _checks.scalar("t_max", t_max, low=0.0, low_open=True)
     K = zeta.size
     k = np.arange(1, K + 1)
     if np.any(np.diff(t_star[np.isfinite(t_star)]) < 0):
-        raise ValueError("Modes must be ordered by ignition time (t*_k increasing in k) for a power-law window.")
+        raise ValueError("t_star must increase with k: modes must be ordered by ignition time (t*_k "
+                         "increasing in k) for a power-law window.")
     notes = []
     # Missing tail beyond the last mode, from the power law fitted to all modes (Euler-Maclaurin
     # midpoint: sum_{j > K} c j^-alpha1 ~ c (K + 1/2)^(1 - alpha1) / (alpha1 - 1)).
@@ -196,6 +201,8 @@ def predict_exponent(zeta, V, *, t_star=None, C=None, z0=None, a: float = 1.0, t
     if t_star is None:
         if C is None or z0 is None:
             raise ValueError("Give either t_star or both C and z0 (for Theorem 8's ignition times).")
+        _checks.positive("z0", z0, what=" (the initial amplitudes of Theorem 8)")
+        _checks.positive("C", C, what=" (C_k of every mode of a power law)")
         t_star = predicted_ignition_times(zeta, C, z0, a=a)
     zeta, V, t_star = _check_modes(zeta, V, t_star)
     win = theory_window(t_star, zeta, V, a=a, t_max=t_max, resolution=resolution, cutoff=cutoff,
@@ -204,6 +211,10 @@ def predict_exponent(zeta, V, *, t_star=None, C=None, z0=None, a: float = 1.0, t
     sel = (k >= win.k_lo) & (k <= win.k_hi)
     alpha1 = -loglog_slope(k[sel], V[sel])[0]
     alpha2 = -loglog_slope(k[sel], zeta[sel])[0]
+    if not alpha2 > 0:
+        raise ValueError(f"zeta must fall with k over the fitting window (zeta_k ~ k^-alpha2 with alpha2 > 0); "
+                         f"fitted alpha2 = {alpha2:.3g} over modes {win.k_lo}..{win.k_hi}, so the exponent "
+                         "(alpha1 - 1) / alpha2 is not finite.")
     asymptotic = (alpha1 - 1) / alpha2
     # Local k_eff = (alpha1 - 1) / (d ln t* / d ln k) per mode (central differences), and its
     # window average in the measure d ln t (what a log-log fit over the window weighs).
@@ -249,7 +260,9 @@ class PowerLawFit:
 def _window_bounds(window) -> tuple[float, float]:
     if isinstance(window, Window):
         return window.t_lo, window.t_hi
-    lo, hi = (float(v) for v in window)
+    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") or len(window) != 2:
+        raise ValueError(f"window must be a Window or a pair (t_lo, t_hi) of times; got {_checks.describe(window)}.")
+    lo, hi = (_checks.scalar("window", v) for v in window)
     if not 0 < lo < hi:
         raise ValueError(f"A window needs 0 < t_lo < t_hi; got ({lo}, {hi}).")
     return lo, hi
@@ -258,6 +271,8 @@ def _window_bounds(window) -> tuple[float, float]:
 def _log_curves(t, loss, window, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
     """ln t on a grid uniform in ln t inside the window, and ln loss interpolated there (S, n)."""
     t = _checks.array("t", t, ndim=1)
+    if t.size < 2:
+        raise ValueError(f"t must hold at least 2 recorded times for a fit; got {t.size}.")
     L = np.atleast_2d(_checks.array("loss", loss, ndim=(1, 2), finite=None))
     if L.shape[-1] != t.size:
         raise ValueError(f"loss has {L.shape[-1]} time points but t has {t.size}.")
@@ -268,7 +283,7 @@ def _log_curves(t, loss, window, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"The window [{lo:.4g}, {hi:.4g}] is not inside the recorded times "
                          f"[{t[0] if t.size else np.nan:.4g}, {t[-1] if t.size else np.nan:.4g}].")
     if np.any(np.diff(t) <= 0):
-        raise ValueError("Times must be strictly increasing.")
+        raise ValueError("t must be strictly increasing (no repeated times).")
     inside = (t >= lo) & (t <= hi)
     if np.any(L[:, inside] <= 0) or not np.all(np.isfinite(L[:, inside])):
         raise ValueError("The loss must be finite and positive inside the fitting window "
@@ -318,6 +333,11 @@ def power_law_test(t, loss, window, *, n_grid: int = 64, min_exponent: float = M
     (a few per cent rms ripple) and reject a curve whose local exponent changes by a third.
     Returns (verdict, statistics including the reasons it failed).
     """
+    n_grid = _checks.integer("n_grid", n_grid, minimum=8)
+    min_exponent = _checks.scalar("min_exponent", min_exponent)
+    max_drift = _checks.scalar("max_drift", max_drift, low=0.0)
+    max_spread = _checks.scalar("max_spread", max_spread, low=0.0)
+    max_rel_rms = _checks.scalar("max_rel_rms", max_rel_rms, low=0.0)
     u, curves = _log_curves(t, loss, window, n_grid)
     st = _shape_stats(u, curves.mean(axis=0))
     fails = []
@@ -348,7 +368,8 @@ def fit_power_law(t, loss, window, *, n_boot: int = 2000, seed: int = 0, n_grid:
     (S >= 2), or, for one curve, a moving-block bootstrap of the fit's residuals (blocks of
     n_grid/8 points keep their correlation). :func:`power_law_test` gives ``is_power_law``.
     """
-    n_boot = _checks.integer("n_boot", n_boot)
+    n_boot = _checks.integer("n_boot", n_boot, minimum=0)
+    seed = _checks.seed("seed", seed)
     n_grid = _checks.integer("n_grid", n_grid, minimum=8)
     confidence = _checks.scalar("confidence", confidence, low=0.0, high=1.0, low_open=True, high_open=True)
     u, curves = _log_curves(t, loss, window, n_grid)
@@ -360,7 +381,7 @@ def fit_power_law(t, loss, window, *, n_boot: int = 2000, seed: int = 0, n_grid:
     rng = np.random.default_rng(seed)
     q = (1 - confidence) / 2
     S = curves.shape[0]
-    if n_boot <= 0:  # checked above: an integer; 0 (or less) means no interval
+    if n_boot == 0:  # checked above: an integer >= 0; 0 means no interval
         lo = hi = math.nan
         method = "none"
     elif S >= 2:
@@ -393,7 +414,8 @@ def window_sensitivity(t, loss, window, *, factor: float = 2.0, n_grid: int = 64
     recorded times or becomes narrower than a factor 2 in t.
     """
     lo, hi = _window_bounds(window)
-    t = np.asarray(t, float)
+    factor = _checks.scalar("factor", factor, low=1.0, low_open=True)
+    t = _checks.array("t", t, ndim=1, nonempty=True)
     tpos = t[t > 0]
     name = f"{factor:g}"
     out = {}
@@ -419,8 +441,11 @@ def count_drops(t, excess_loss, *, depth: float = 0.5, min_slope: float = 0.05, 
     """
     from scipy.signal import find_peaks
 
-    t = np.asarray(t, float)
-    E = np.asarray(excess_loss, float)
+    depth = _checks.scalar("depth", depth, low=0.0, high=1.0, low_open=True)
+    min_slope = _checks.scalar("min_slope", min_slope, low=0.0)
+    floor = _checks.scalar("floor", floor, low=0.0)
+    t = _checks.array("t", t, ndim=1, finite=None)
+    E = _checks.array("excess_loss", excess_loss, finite=None)
     if E.ndim != 1 or E.size != t.size:
         raise ValueError(f"count_drops takes one curve with one value per time; got shapes {E.shape}, {t.shape}.")
     keep = (t > 0) & np.isfinite(E) & (E > floor * np.nanmax(np.abs(E)))

@@ -142,6 +142,7 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
     t = _checks.time_grid("t", t)
     M0 = _checks.initial_state(M0, W0, form.p)
     tol = _checks.scalar("tol", tol, low=0.0)
+    seed = _checks.seed("seed", seed)
     stats = SecondMoment.from_form(form, y)
     methods = ("auto", "theorem7", "theorem6", "theorem5", "theorem4", "glv", "corollary4",
                "theorem16", "mflow")

@@ -25,6 +25,9 @@ def hessian_at_minimum(C, z_star) -> np.ndarray:
     C is (K, K) finite, z* (K,) finite and >= 0 up to rounding (entries below 0 are clipped)."""
     z = _checks.array("z_star", z_star, ndim=1)
     C = _checks.square("C", C, z.shape[0])
+    if z.size and z.min() < -1e-9 * max(float(np.max(np.abs(z))), 1e-300):
+        raise ValueError(f"z_star must be non-negative (an end point of the GLV; entries down to -1e-9 max|z_star| "
+                         f"are rounding and clipped); got smallest {z.min():.3g}.")
     s = np.sqrt(np.clip(z, 0.0, None))
     return s[:, None] * C * s[None, :]
 

@@ -257,6 +257,9 @@ def staircase_from_init(r, C, z0, eps: float, *, loss0: float = 0.0) -> Staircas
     eps = _checks.scalar("eps", eps, low=0.0, high=1.0, low_open=True, high_open=True)
     z0 = _checks.array("z0", z0, ndim=(0, 1))
     _checks.nonnegative("z0", z0)
+    r = _checks.array("r", r, ndim=1, nonempty=True)
+    if z0.ndim == 1 and z0.shape[0] != r.shape[0]:
+        raise ValueError(f"z0 must be a scalar or have one entry per mode ({r.shape[0]}); got {z0.shape[0]}.")
     with np.errstate(divide="ignore"):
         x0 = np.log(z0) / np.log(1.0 / eps)
     return staircase(r, C, x0, loss0=loss0)

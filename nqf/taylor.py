@@ -20,6 +20,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch.func import hessian, jacrev, jvp, vmap
 from torch.utils._pytree import tree_flatten, tree_map
@@ -41,6 +42,8 @@ class ZGZWarning(UserWarning):
 def _cast(x: Any, dtype: torch.dtype, device) -> Any:
     """Floating tensors of an input (tensor or nested tuple/list/dict) to dtype/device."""
     def one(t):
+        if isinstance(t, np.ndarray) and t.dtype.kind in "biuf":  # numpy inputs become tensors
+            t = torch.as_tensor(t)
         if isinstance(t, Tensor):
             return t.to(dtype=dtype if t.is_floating_point() else t.dtype, device=device or t.device)
         return t
@@ -55,6 +58,10 @@ def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> 
     if not callable(unit):
         raise TypeError(f"unit must be a function unit(w, x); got a {type(unit).__name__}.")
     for leaf in tree_flatten(x)[0]:
+        if isinstance(leaf, Tensor):
+            _checks.tensor_data("x", leaf)
+            if leaf.is_complex():
+                raise TypeError(f"x must be real, not complex; got a complex tensor of shape {tuple(leaf.shape)}.")
         if isinstance(leaf, Tensor) and leaf.is_floating_point() and not bool(torch.isfinite(leaf).all()):
             bad = int((~torch.isfinite(leaf)).sum())
             raise ValueError(f"x must be finite (no NaN or inf): {bad} of the {leaf.numel()} entries of "
@@ -62,11 +69,25 @@ def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> 
     if batched and _batch_size(x) == 0:
         raise ValueError("x must hold at least one sample along its leading axis when batched=True.")
     probe = _sample(x, 0) if batched else x
+    w = torch.zeros(p, dtype=dtype, device=device, requires_grad=True)
     try:
-        out = unit(torch.zeros(p, dtype=dtype, device=device), probe)
+        with torch.enable_grad():
+            out = unit(w, probe)
     except (RuntimeError, IndexError, ValueError) as err:
+        ints = sorted({str(t.dtype) for t in tree_flatten(x)[0] if isinstance(t, Tensor) and not t.is_floating_point()})
+        if ints:  # the likelier cause: an integer input mixed with the floating w
+            raise ValueError(f"unit(w, x) fails at w = 0 and x holds {', '.join(ints)} tensors: give x as floating "
+                             f"tensors (torch: {str(err).splitlines()[0][:120]}).") from err
         raise ValueError(f"unit(w, x) fails for w of length p = {p}: p must be the number of weights of "
                          f"one unit ({str(err).splitlines()[0][:120]}).") from err
+    if not isinstance(out, Tensor) or not out.is_floating_point():
+        what = f"a {type(out).__name__}" if not isinstance(out, Tensor) else f"a {out.dtype} tensor"
+        raise TypeError(f"unit(w, x) must return a floating torch tensor (a scalar or a vector of outputs) "
+                        f"computed from w with torch operations; got {what}.")
+    if not out.requires_grad:
+        raise ValueError("unit(w, x) does not depend on w through torch operations (its output carries no "
+                         "gradient: .item(), float(), numpy or torch.tensor(...) inside the unit cut autograd, "
+                         "and the Hessian would come out 0); build the unit from torch operations on w.")
     if isinstance(out, Tensor) and out.is_floating_point() and not bool(torch.isfinite(out).all()):
         raise ValueError(f"unit(w, x) is not finite at w = 0 for p = {p}; the expansion needs a finite unit output.")
     return p
@@ -89,7 +110,21 @@ def _batch_size(x: Any) -> int:
     leaves = [t for t in tree_flatten(x)[0] if isinstance(t, Tensor)]
     if not leaves:
         raise ValueError("batched=True needs x to contain tensors with a leading sample axis.")
+    if any(t.ndim == 0 for t in leaves):
+        raise ValueError("x must have a leading sample axis in every tensor when batched=True; got a 0-d tensor.")
+    sizes = sorted({t.shape[0] for t in leaves})
+    if len(sizes) > 1:
+        raise ValueError(f"x must have one leading sample size in all its tensors when batched=True; "
+                         f"got sizes {sizes}.")
     return leaves[0].shape[0]
+
+
+def _prepare(unit: UnitFunction, x: Any, p, batched: bool, dtype, device, max_check_samples) -> tuple[Any, int, int]:
+    """The public entries' checks: dtype floating, max_check_samples >= 1, then (unit, x, p)."""
+    _checks.floating_dtype("dtype", dtype)
+    max_check_samples = _checks.integer("max_check_samples", max_check_samples, minimum=1)
+    x = _cast(x, dtype, device)
+    return x, _check_call(unit, x, p, batched, dtype, device), max_check_samples
 
 
 def _derivatives(unit: UnitFunction, x: Any, direction: Tensor, t: float) -> list[Tensor]:
@@ -190,13 +225,13 @@ def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = Fals
     gains it in front: (m, p, p) or (m, k, p, p).
 
     With ``check`` (default) the unit is first probed for smoothness at 0 (NotSmoothError if it
-    has a kink, see check_smooth) on up to ``max_check_samples`` inputs, and a ZGZWarning is
-    issued when the gradient at 0 does not vanish. The Hessian costs about p reverse passes: this
+    has a kink, see check_smooth) on up to ``max_check_samples`` inputs (at least 1). A
+    ZGZWarning is issued when the gradient at 0 does not vanish, with or without ``check`` (the
+    gradient is computed anyway; A alone is then not the unit's quadratic form). The Hessian costs about p reverse passes: this
     is the verification path and the path for user-supplied units; the architectures in
     nqf.architectures provide A in factored form for use at scale.
     """
-    x = _cast(x, dtype, device)
-    p = _check_call(unit, x, p, batched, dtype, device)
+    x, p, max_check_samples = _prepare(unit, x, p, batched, dtype, device, max_check_samples)
     if check:
         for xx in _smoothness_samples(x, batched, max_check_samples):
             check_smooth(unit, xx, p, dtype=dtype, device=device)
@@ -204,10 +239,9 @@ def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = Fals
     A = 0.5 * H
     A = 0.5 * (A + A.transpose(-1, -2))
     _finite_result(A, p)
-    if check:
-        message = _zgz_warning(g, float(A.abs().max()) if A.numel() else 0.0)
-        if message:
-            warnings.warn(message, ZGZWarning, stacklevel=2)
+    message = _zgz_warning(g, float(A.abs().max()) if A.numel() else 0.0)  # g is computed anyway
+    if message:
+        warnings.warn(message, ZGZWarning, stacklevel=2)
     return A
 
 
@@ -277,8 +311,7 @@ def expansion(unit: UnitFunction, x: Any, p: int, *, batched: bool = False,
     a note when g does not vanish. The Z2 test is run on up to ``max_check_samples`` inputs and
     holds only if it holds on all of them.
     """
-    x = _cast(x, dtype, device)
-    p = _check_call(unit, x, p, batched, dtype, device)
+    x, p, max_check_samples = _prepare(unit, x, p, batched, dtype, device, max_check_samples)
     samples = _smoothness_samples(x, batched, max_check_samples)
     for xx in samples:
         check_smooth(unit, xx, p, dtype=dtype, device=device)

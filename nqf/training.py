@@ -73,17 +73,21 @@ def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return residual.pow(2).flatten(1).sum(1) / y.shape[0]
 
 
-def _check_targets(model, y) -> np.ndarray:
+def _check_targets(model, y, replica_coords=None) -> np.ndarray:
     """y as a finite array whose shape matches the model's outputs (R, ...) without broadcasting:
     y.shape == outputs.shape[1:] (shared by the replicas), or (samples, outputs) flattened into
     the form's m entries, or outputs.shape (one row per replica) for models that declare
     ``per_replica_targets`` (their own loss_and_grad handles it).
-    Costs one forward pass, once per training run."""
+    Costs one forward pass, once per training run; ``replica_coords`` (if given) must have one
+    entry per replica (checked here, before training, not when the Dataset is built)."""
     import torch
 
     y_np = _checks.array("y", y, nonempty=True)
     with torch.no_grad():
         full = tuple(model().shape)
+    if replica_coords is not None and (np.ndim(replica_coords) != 1 or len(replica_coords) != full[0]):
+        raise ValueError(f"replica_coords must have one entry per replica ({full[0]}); got "
+                         f"{_checks.describe(replica_coords)}.")
     out_shape = full[1:]
     flat_ok = y_np.ndim == 2 and len(out_shape) == 1 and y_np.size == out_shape[0]
     per_replica = getattr(model, "per_replica_targets", False)
@@ -130,15 +134,18 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     """
     import torch
 
+    _checks.torch_module("model", model)
     lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
     steps = _checks.integer("steps", steps, minimum=1)
+    n_record = _checks.integer("n_record", n_record, minimum=2)
+    progress_seconds = _checks.scalar("progress_seconds", progress_seconds, low=0.0, allow_inf=True)
     momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
     weight_decay = _checks.scalar("weight_decay", weight_decay, low=0.0)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("model must have at least one trainable parameter (requires_grad=True).")
     device, dtype = params[0].device, params[0].dtype
-    y = torch.as_tensor(_check_targets(model, y), dtype=dtype, device=device)
+    y = torch.as_tensor(_check_targets(model, y, replica_coords), dtype=dtype, device=device)
     n_samples = (_checks.integer("loss_samples", loss_samples, minimum=1) if loss_samples is not None
                  else int(y.shape[0]))
     factor = loss_factor(loss, n_samples)

@@ -59,8 +59,97 @@ MATRIX = (("x", ("row", "col")),)  # an image, a sensing matrix
 QUERY_CONTEXT = (("query", ("feature",)), ("context", ("feature", "token")))
 
 
+# Constructor arguments every architecture checks by name before building (see UnitModule):
+# sizes are integers >= 1, shapes pairs of them, stds and exponents finite, seeds integers >= 0.
+SIZE_ARGUMENTS = ("D", "width", "n_outputs", "d_k", "d_v", "seq_len", "P", "expert_hidden",
+                  "n_rows", "n_cols", "n", "n_out", "n_in", "p")
+PAIR_ARGUMENTS = ("image", "kernel")
+
+
+def _checked_arguments(cls_name: str, bound: dict) -> dict:
+    """The constructor's arguments, checked and normalised (np.int64 -> int, lists -> tuples);
+    a wrong one refused naming it, instead of a ZeroDivisionError, a negative-dimension
+    RuntimeError or a module full of NaN weights."""
+    from nqf import _checks
+    from nqf.architectures.activations import ACTIVATIONS
+
+    out = dict(bound)
+    for name, value in bound.items():
+        where = f"{cls_name}: {name}"
+        if name in SIZE_ARGUMENTS:
+            out[name] = _checks.integer(where, value, minimum=1)
+        elif name in PAIR_ARGUMENTS:
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+                raise ValueError(f"{where} must be a pair of integers >= 1 (height, width); got "
+                                 f"{_checks.describe(value)}.")
+            out[name] = tuple(_checks.integer(where, v, minimum=1) for v in value)
+        elif name in ("init_std", "theta"):
+            out[name] = _checks.scalar(where, value, low=0.0 if name == "init_std" else None)
+        elif name == "seed" and value is not None:
+            out[name] = _checks.seed(where, value)
+        elif name == "dtype":
+            _checks.floating_dtype(where, value)
+        elif name in ("activation_name", "gate"):
+            _checks.choice(where, value, sorted(ACTIVATIONS))
+    return out
+
+
+def _checking_inputs(method):
+    """``method(self, x)`` that first checks x with ``self.check_inputs`` (cheap when the shapes
+    are those of the last checked call: one tuple comparison)."""
+    import functools
+
+    @functools.wraps(method)
+    def checked(self, x, *args, **kwargs):
+        self.check_inputs(x)
+        return method(self, x, *args, **kwargs)
+
+    return checked
+
+
 class UnitModule(torch.nn.Module, ABC):
-    """A layer of interchangeable units with its structure matrix; see the module docstring."""
+    """A layer of interchangeable units with its structure matrix; see the module docstring.
+
+    Every subclass's constructor checks its arguments by name first (``_checked_arguments``:
+    sizes, image/kernel pairs, init_std, theta, seed, dtype, activation_name, gate)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        import functools
+        import inspect
+
+        for method in ("forward", "structure"):  # their inputs are checked against sample_inputs' shapes
+            if method in cls.__dict__:
+                setattr(cls, method, _checking_inputs(cls.__dict__[method]))
+        if "__init__" not in cls.__dict__:
+            return
+        init = cls.__dict__["__init__"]
+        signature = inspect.signature(init)
+
+        @functools.wraps(init)
+        def checked_init(self, *args, **kw):
+            try:
+                bound = signature.bind(self, *args, **kw)
+            except TypeError as exc:
+                raise TypeError(f"{cls.__name__}: {exc}.") from None
+            bound.apply_defaults()
+            values = _checked_arguments(cls.__name__, {k: v for k, v in bound.arguments.items() if k != "self"})
+            depth = self.__dict__.get("_init_depth", 0)
+            self.__dict__["_init_depth"] = depth + 1
+            try:
+                init(self, **values)
+            finally:
+                self.__dict__["_init_depth"] = depth
+            if depth == 0:  # the outermost constructor: the shapes forward() takes, for check_inputs
+                try:
+                    ref = self.sample_inputs(1, torch.Generator().manual_seed(0))
+                except NotImplementedError:  # a user module without sample inputs: its inputs go unchecked
+                    ref = None
+                if ref is not None:
+                    parts = ref if isinstance(ref, tuple) else (ref,)
+                    self.__dict__["_input_reference"] = tuple(t.shape for t in parts)
+
+        cls.__init__ = checked_init
 
     n_outputs: int
     z2: bool = True  # theory: unit(-w) = unit(w), so the NQF error is O(|W|^4)
@@ -129,8 +218,50 @@ class UnitModule(torch.nn.Module, ABC):
             with torch.no_grad():
                 readout.copy_(torch.as_tensor(np.asarray(values)).reshape(readout.shape))
 
+    def check_inputs(self, x: Any) -> None:
+        """Refuse inputs that are not what forward() takes: the parts of ``input_layout`` (a tensor,
+        or a tuple of them), each real, with a leading sample axis and the sizes of
+        ``sample_inputs`` on every other axis except a sequence's ``token`` axis (any length);
+        torch would otherwise fail deep in an einsum or, for a 1-D x, broadcast it silently."""
+        from nqf import _checks
+
+        parts = x if isinstance(x, tuple) else (x,)
+        shapes = tuple(tuple(p.shape) if isinstance(p, Tensor) else None for p in parts)
+        if shapes == self.__dict__.get("_checked_input_shapes"):
+            return
+        name = type(self).__name__
+        layout = self.input_layout
+        if len(parts) != len(layout):
+            raise ValueError(f"{name}'s inputs must be {len(layout)} part(s) ({', '.join(p for p, _ in layout)}); "
+                             f"got {len(parts)}.")
+        ref = self.__dict__.get("_input_reference")
+        if ref is None:  # a module built without its checked constructor (e.g. copied): nothing to compare
+            return
+        for (part, axes), got, want in zip(layout, parts, ref):
+            if not isinstance(got, Tensor):
+                raise TypeError(f"{name}'s input {part} must be a torch tensor; got a {type(got).__name__}.")
+            _checks.tensor_data(part, got)
+            if got.is_complex():
+                raise TypeError(f"{name}'s input {part} must be real, not complex; got {got.dtype}.")
+            free = [a == "token" for a in axes]
+            if got.ndim != len(want) or any(g != w and not f for g, w, f in zip(got.shape[1:], want[1:], free)):
+                axes_text = ", ".join("any" if f else str(w) for w, f in zip(want[1:], free))
+                raise ValueError(f"{name}'s input {part} must have shape (samples{', ' if axes_text else ''}{axes_text}) "
+                                 f"(axes {', '.join(axes) or 'none'} after the sample axis); got {tuple(got.shape)}.")
+        self.__dict__["_checked_input_shapes"] = shapes
+
+    def check_unit_weights(self, W: Tensor, *, name: str = "W", width: bool = True) -> None:
+        """Refuse unit weights W that are not (..., p, d) with this module's p (and d = width)."""
+        p, d = self.p, self.width
+        if not isinstance(W, Tensor) or W.ndim < 2 or W.shape[-2] != p or (width and W.shape[-1] != d):
+            shape = tuple(W.shape) if isinstance(W, Tensor) else type(W).__name__
+            want = f"(..., {p}, {d})" if width else f"(..., {p}, any)"
+            raise ValueError(f"{name} must be a tensor of unit weights of shape {want} for {type(self).__name__} "
+                             f"(p = {p} weights per unit{f', d = {d} units' if width else ''}); got {shape}.")
+
     def set_unit_weights(self, W: Tensor) -> None:
         """Overwrite the module's parameters with those of W (p x d)."""
+        self.check_unit_weights(W)
         params = dict(self.named_parameters())
         with torch.no_grad():
             for name, value in self.params_from_unit_weights(W).items():
@@ -138,6 +269,7 @@ class UnitModule(torch.nn.Module, ABC):
 
     def forward_with(self, W: Tensor, x: Any) -> Tensor:
         """forward(x) evaluated at unit weights W (p x d), without touching the parameters."""
+        self.check_unit_weights(W, width=False)  # any number of units (a teacher's r, say)
         return functional_call(self, self.params_from_unit_weights(W), (x,))
 
     def forward_replicas(self, W: Tensor, x: Any) -> Tensor:
@@ -157,7 +289,14 @@ class UnitModule(torch.nn.Module, ABC):
 def initial_weights(module: UnitModule, seeds: Sequence[int], scales: Sequence[float] = (1.0,)) -> Tensor:
     """W0 of shape (scales x seeds, p, d), scale-major: seed s gives one standard Gaussian G_s
     (torch generator seeded by s, float64), scaled by each sigma in ``scales``."""
-    G = torch.stack([torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(int(s)),
+    from nqf import _checks
+
+    listed = seeds.tolist() if hasattr(seeds, "tolist") else seeds
+    if isinstance(listed, (str, bytes)) or not hasattr(listed, "__iter__") or len(list(listed)) == 0:
+        raise ValueError(f"seeds must be a non-empty sequence of integers >= 0; got {_checks.describe(seeds)}.")
+    seeds = [_checks.seed("seeds", s) for s in listed]
+    scales = _checks.array("scales", scales, ndim=1, nonempty=True)
+    G = torch.stack([torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(s),
                                  dtype=torch.float64) for s in seeds])
     return torch.cat([float(sigma) * G for sigma in scales])
 

@@ -120,8 +120,14 @@ def build(name: str, size: Mapping[str, Any] | None = None, *, image=None, **ove
     them, become tuples), sized for (H, W) images with ``image`` (the class's ``image_size``),
     with keyword ``overrides`` (n_outputs, seed, ...); a key given twice is a TypeError."""
     entry = _entry(name)
+    if size is not None and not isinstance(size, Mapping):
+        raise TypeError(f"size must be a mapping of the module's size arguments (e.g. {{'D': 5}}); got "
+                        f"a {type(size).__name__}.")
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (size or {}).items()}
     if image is not None:
+        if isinstance(image, (str, bytes)) or not hasattr(image, "__len__") or len(image) != 2 or \
+                not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in image):
+            raise ValueError(f"image must be a pair (H, W) of integers >= 1; got {image!r:.60}.")
         try:
             sized = entry.module_class.image_size(tuple(image))
         except ValueError as exc:

@@ -38,6 +38,16 @@ def run_experiment(exp_cfg: Mapping, *, experiment: str = "experiment", device: 
     from nqf.experiments.common import with_reading
     from nqf.experiments.divergence import divergence_fit, diverged_runs
 
+    if not isinstance(exp_cfg, Mapping):
+        raise TypeError(f"exp_cfg must be a mapping (one experiment's config, e.g. {{'kind': 'featurewise'}}); "
+                        f"got a {type(exp_cfg).__name__}.")
+    from nqf.config import EXPERIMENT_ID
+
+    if not isinstance(experiment, str) or not EXPERIMENT_ID.fullmatch(experiment):
+        raise ValueError(f"experiment must be an experiment id (a letter, then letters, digits and '_', at most "
+                         f"64 characters: it names the files); got {experiment!r:.60}.")
+    if results is not None and not isinstance(results, (str, os.PathLike)):
+        raise TypeError(f"results must be a folder (a str or path) or None; got a {type(results).__name__}.")
     cfg = validated_experiment(exp_cfg, experiment, device)
     kind = kind_of(cfg)
     data = kind.make_data(stage_config(cfg, "data"))

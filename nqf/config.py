@@ -347,4 +347,26 @@ def validate_config(config: Mapping[str, Any], schema: Mapping | None = None) ->
         exp = _fill_defaults(exp, sub, schema)
         cfg["experiments"][exp_id] = exp
     check_values(cfg)  # no NaN or inf where the schema has no type either
+    for exp_id, exp in cfg["experiments"].items():
+        _check_title_text(exp.get("description"), ("experiments", exp_id, "description"))
     return cfg
+
+
+def _check_title_text(text: Any, path: tuple) -> None:
+    """A description is a figure title, where matplotlib reads text between two '$' as math: an odd
+    number of unescaped '$' or math that does not parse fails the figure job after every other job
+    ran (ValueError from matplotlib's mathtext)."""
+    if not isinstance(text, str) or "$" not in text:
+        return
+    where = f"Config key '{key_path(path)}' is shown in figure titles, where matplotlib reads text between two '$' as math"
+    if len(re.findall(r"(?<!\\)\$", text)) % 2:
+        raise ConfigError(f"{where}, and {describe(text)} has an odd number of '$'; write a literal dollar as \\$.")
+    from matplotlib.mathtext import MathTextParser
+
+    try:
+        MathTextParser("path").parse(text)
+    except ValueError as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        first = (lines[-1] if lines else type(exc).__name__)[:80]
+        raise ConfigError(f"{where}, and the math in {describe(text)} does not parse ({first}); fix it or write "
+                          f"each literal dollar as \\$.") from None

@@ -176,12 +176,21 @@ def check_keys(value: Any, path: tuple = ()) -> None:
 
 def check_values(value: Any, path: tuple = ()) -> None:
     """Refuse a non-finite number anywhere in ``value`` (no key of the config may hold one): the
-    net behind the schema, which names the allowed values where it expects a number."""
+    net behind the schema, which names the allowed values where it expects a number; and text
+    that cannot be written as UTF-8 (a lone surrogate), which every file and message of a run
+    would fail to write."""
     if isinstance(value, Mapping):
         for k, v in value.items():
             check_values(v, path + (k,))
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             check_values(v, path + (i,))
-    elif non_finite(value) and not isinstance(value, str):
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: JSON's "\ud800", or argv bytes not UTF-8
+            raise ConfigError(f"Config key '{key_path(path)}' holds text that is not valid Unicode (the code "
+                              f"point {ord(value[exc.start]):#06x}, a lone surrogate, at character {exc.start}); "
+                              f"write it as UTF-8 text.") from None
+    elif non_finite(value):
         raise ConfigError(f"Config key '{key_path(path)}' must be a finite number; got {_short(value)}.")

@@ -434,3 +434,39 @@ def test_ids_near_those_limits_are_accepted(exp_id):
 def test_lists_of_replicas_must_hold_distinct_values(kind, key, value, path):
     with pytest.raises(ConfigError, match=rf"^Config key '{re.escape(path)}' must list distinct values; got "):
         validate_config({"experiments": {"x": {"kind": kind, key: value}}})
+
+
+@pytest.mark.parametrize("description, words", [
+    # matplotlib's mathtext raised ValueError in the figure job, after every other job had run
+    ("a $\\frac$ b", "does not parse"),
+    ("costs $5 a run", "odd number of '$'"),
+])
+def test_a_description_whose_title_math_fails_is_refused(description, words):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments\.x\.description' is shown in figure titles") as err:
+        validate_config({"experiments": {"x": {"kind": "featurewise", "description": description}}})
+    assert words in str(err.value) and "\n" not in str(err.value)
+    if words == "does not parse":  # what the figure job met
+        fig = plt.figure()
+        fig.suptitle(description)
+        with pytest.raises(ValueError):
+            fig.canvas.draw()
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("description", ["plain text", "a $\\epsilon$ sweep", "price \\$5"])
+def test_descriptions_with_valid_math_or_escaped_dollars_are_accepted(description):
+    cfg = validate_config({"experiments": {"x": {"kind": "featurewise", "description": description}}})
+    assert cfg["experiments"]["x"]["description"] == description
+
+
+def test_text_that_is_not_valid_unicode_is_refused_naming_the_key(tmp_path):
+    # JSON's "\ud800" (a lone surrogate) read fine and then failed every UTF-8 write of the run
+    path = tmp_path / "c.json"
+    path.write_text('{"experiments": {"x": {"kind": "featurewise", "description": "a\\ud800b"}}}')
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments\.x\.description' holds text that is not valid "
+                                          r"Unicode \(the code point 0xd800, a lone surrogate, at character 1\)"):
+        validate_config(load_yaml(path))

@@ -33,7 +33,10 @@ def as_tensor(x, dtype=torch.float64, device=None) -> Tensor:
     """A float tensor (float64 by default) from an array-like."""
     if isinstance(x, Tensor):
         return x.to(dtype=dtype, device=device if device is not None else x.device)
-    return torch.as_tensor(np.asarray(x), dtype=dtype, device=device)
+    a = np.asarray(x)
+    if not a.flags.writeable:  # a read-only view (np.diagonal, broadcast_to): torch would warn
+        a = a.copy()
+    return torch.as_tensor(a, dtype=dtype, device=device)
 
 
 class StructureForm(ABC):

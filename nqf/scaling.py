@@ -103,6 +103,27 @@ def _check_modes(zeta, V, t_star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return zeta, V, t_star
 
 
+def _check_order(t_star: np.ndarray, saturation: np.ndarray | None = None) -> None:
+    """Refuse modes whose ignition times fall somewhere in k, naming the first such mode, its
+    t* and the likely cause; ``saturation`` = C_k z0_k / zeta_k when t* comes from Theorem 8."""
+    fin = np.flatnonzero(np.isfinite(t_star))
+    falls = np.flatnonzero(np.diff(t_star[fin]) < 0)
+    if not falls.size:
+        return
+    j, k = fin[falls[0]], fin[falls[0] + 1]
+    if saturation is not None:
+        sat = np.broadcast_to(saturation, t_star.shape)
+        cause = (f"its initial amplitude is {sat[k]:.2g} of its saturation level zeta_k / C_k (Theorem 8's "
+                 f"t* = ln((zeta - C z0) / (C z0)) / (a zeta) shrinks as z0 nears it), so lower z0 (a smaller "
+                 f"init) or keep only modes 1..{k} of the power law")
+    else:
+        cause = ("sort the modes by t_star, or, if t_star comes from Theorem 8, the mode starts near its "
+                 f"saturation level zeta_k / C_k: lower z0 or keep only modes 1..{k}")
+    raise ValueError(f"Modes must be ordered by ignition time (t*_k increasing in k) for a power-law window, "
+                     f"but mode {k + 1} ignites at t* = {t_star[k]:.4g}, before mode {j + 1} "
+                     f"(t* = {t_star[j]:.4g}): {cause}.")
+
+
 def resolved_drops(t_star, zeta, *, a: float = 1.0, resolution: float = RESOLUTION) -> np.ndarray:
     """For each mode (in the given order), whether its drop is separated from the next mode's.
 
@@ -143,8 +164,7 @@ def theory_window(t_star, zeta, V, *, a: float = 1.0, t_max: float | None = None
         raise ValueError(f"cutoff must lie in (0, 1); got {cutoff}.")
     K = zeta.size
     k = np.arange(1, K + 1)
-    if np.any(np.diff(t_star[np.isfinite(t_star)]) < 0):
-        raise ValueError("Modes must be ordered by ignition time (t*_k increasing in k) for a power-law window.")
+    _check_order(t_star)
     notes = []
     # Missing tail beyond the last mode, from the power law fitted to all modes (Euler-Maclaurin
     # midpoint: sum_{j > K} c j^-alpha1 ~ c (K + 1/2)^(1 - alpha1) / (alpha1 - 1)).
@@ -197,6 +217,9 @@ def predict_exponent(zeta, V, *, t_star=None, C=None, z0=None, a: float = 1.0, t
         if C is None or z0 is None:
             raise ValueError("Give either t_star or both C and z0 (for Theorem 8's ignition times).")
         t_star = predicted_ignition_times(zeta, C, z0, a=a)
+        zeta, V, t_star = _check_modes(zeta, V, t_star)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _check_order(t_star, np.asarray(C, float) * np.asarray(z0, float) / zeta)
     zeta, V, t_star = _check_modes(zeta, V, t_star)
     win = theory_window(t_star, zeta, V, a=a, t_max=t_max, resolution=resolution, cutoff=cutoff,
                         min_modes=min_modes)

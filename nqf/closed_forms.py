@@ -348,14 +348,16 @@ def corollary4(tau, c, rho0, t) -> np.ndarray:
 
 
 def corollary4_modes(S, y) -> dict:
-    """Singular modes of T = (1/m) sum y_mu S_mu and the residual of Eq. 268.
+    """Singular modes of T = (1/n) sum y_mu S_mu and the residual of Eq. 268.
 
+    ``S`` is (m, n_out, n_in), one block per data matrix; ``y`` is (m,) or (n, outputs) in the
+    same sample-major order, n = y.shape[0] the samples of the loss (nqf.losses).
     Returns tau (singular values), u (n_out, r), v (n_in, r), c_a = <u_a v_a^T, C(u_a v_a^T)> and
     ``residual`` = max_a |C(u_a v_a^T) - c_a u_a v_a^T| / |C(u_a v_a^T)| with
-    C(Q) = (1/m) sum <S_mu, Q> S_mu (zero when every singular mode is an eigenmatrix of C).
+    C(Q) = (1/n) sum <S_mu, Q> S_mu (zero when every singular mode is an eigenmatrix of C).
     """
-    S, y = np.asarray(S, float), np.asarray(y, float)
-    m = S.shape[0]
+    S = np.asarray(S, float)
+    y, m = flat_targets(y, S.shape[0])
     T = np.einsum("m,mij->ij", y, S) / m
     u, tau, vt = np.linalg.svd(T, full_matrices=False)
     Qa = np.einsum("ia,aj->aij", u, vt)

@@ -108,11 +108,18 @@ def _check_order(t_star: np.ndarray, saturation: np.ndarray | None = None) -> No
     t* and the likely cause; ``saturation`` = C_k z0_k / zeta_k when t* comes from Theorem 8."""
     fin = np.flatnonzero(np.isfinite(t_star))
     falls = np.flatnonzero(np.diff(t_star[fin]) < 0)
+    sat = None if saturation is None else np.broadcast_to(saturation, t_star.shape)
     if not falls.size:
+        late = np.flatnonzero(np.isnan(t_star))
+        if sat is not None and late.size:
+            k = late[0]
+            raise ValueError(f"Theorem 8 gives no ignition time for mode {k + 1} ({late.size} modes in all): its "
+                             f"initial amplitude is {sat[k]:.2g} of its saturation level zeta_k / C_k, past the "
+                             f"ignition threshold at t = 0, so lower z0 (a smaller init) or keep only modes "
+                             f"1..{k} of the power law.")
         return
     j, k = fin[falls[0]], fin[falls[0] + 1]
-    if saturation is not None:
-        sat = np.broadcast_to(saturation, t_star.shape)
+    if sat is not None:
         cause = (f"its initial amplitude is {sat[k]:.2g} of its saturation level zeta_k / C_k (Theorem 8's "
                  f"t* = ln((zeta - C z0) / (C z0)) / (a zeta) shrinks as z0 nears it), so lower z0 (a smaller "
                  f"init) or keep only modes 1..{k} of the power law")
@@ -217,7 +224,6 @@ def predict_exponent(zeta, V, *, t_star=None, C=None, z0=None, a: float = 1.0, t
         if C is None or z0 is None:
             raise ValueError("Give either t_star or both C and z0 (for Theorem 8's ignition times).")
         t_star = predicted_ignition_times(zeta, C, z0, a=a)
-        zeta, V, t_star = _check_modes(zeta, V, t_star)
         with np.errstate(divide="ignore", invalid="ignore"):
             _check_order(t_star, np.asarray(C, float) * np.asarray(z0, float) / zeta)
     zeta, V, t_star = _check_modes(zeta, V, t_star)

@@ -5,8 +5,11 @@ f_mu = Tr[W W^T A_mu], the weighted sum H = sum_mu c_mu A_mu applied to W (the g
 for the theory, the matrices themselves. Each form below provides them without materialising
 p x p matrices per sample unless it is the dense form.
 
-Vector outputs (App. B.2) are handled by flattening (sample, output) pairs into the sample axis:
-the loss sums over both, so the theory applies unchanged with m -> m * n_outputs.
+Vector outputs (App. B.2) are handled by flattening (sample, output) pairs into the rows of the
+form, sample-major (row mu * n_out + c is output c of sample mu), so ``m`` counts data matrices,
+n * n_outputs. The loss still averages over the n samples only and sums over outputs: give the
+targets as (n, n_outputs) and every entry point uses 1/n (nqf.losses); flattened targets (m,) make
+each pair a sample of its own (1/m).
 """
 from __future__ import annotations
 

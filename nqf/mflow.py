@@ -1,11 +1,13 @@
 """The closed M-flow dM/dt = -H M - M H, integrated from data statistics computed once.
 
-Gradient flow on W (Eq. 27) only ever sees the data through H = (4/m) sum_mu Delta_mu A_mu, and
+Gradient flow on W (Eq. 27) only ever sees the data through H = (4/n) sum_mu Delta_mu A_mu, and
 Delta_mu = <A_mu, M> - y_mu is linear in M. So H(M) = K(M) - Y with the second-moment operator
 
-    K(X) = (4/m) sum_mu <A_mu, X>_F A_mu   and   Y = (4/m) sum_mu y_mu A_mu,
+    K(X) = (4/n) sum_mu <A_mu, X>_F A_mu   and   Y = (4/n) sum_mu y_mu A_mu,
 
-both fixed by the data. After one pass over the samples (:class:`SecondMoment`) the flow costs
+both fixed by the data; the sums run over all data matrices and n = y.shape[0] is the number of
+samples of the loss (1/n) sum (f - y)^2 (vector outputs: y of shape (n, n_out), nqf.losses), so
+the flow's time t is nqf.train's clock t = c lr step. After one pass over the samples (:class:`SecondMoment`) the flow costs
 nothing in m, and nothing in the width d either, because it closes on the p x p matrix M (Eq. 28).
 K lives on the p(p+1)/2-dimensional space of symmetric matrices; it is stored in orthonormal
 "svec" coordinates (off-diagonal entries weighted by sqrt 2, so Frobenius products are dot
@@ -245,8 +247,9 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
     penalty (gamma/4)|W|^2. ``atol`` defaults to 1e-12 times the largest entry of G(0) (dense
     data) or 1e-12 on ln diag(M) (diagonal data), so tiny initial scales keep ``rtol`` accuracy.
 
-    Returns a Dataset with ``M`` (time, row, col) and ``loss`` (time); attrs record the solver
-    and the number of right-hand-side evaluations.
+    Returns a Dataset with ``M`` (time, row, col) and ``loss`` (time), the loss (1/n) sum (f - y)^2
+    over the n = y.shape[0] samples computed from the residuals, on the time of nqf.train's clock
+    (t = c lr step, nqf.losses); attrs record the solver and the number of right-hand-side evaluations.
     """
     stats = data if isinstance(data, SecondMoment) else SecondMoment.from_form(data, y)
     t = _checks.time_grid("t", t)
@@ -291,7 +294,7 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
             nfev, solver = int(sol.nfev), method
     ds = xr.Dataset(
         {"M": (("time", "row", "col"), M, {"units": "1", "long_name": "order parameter M = W W^T"}),
-         "loss": ("time", stats.loss(M), {"units": "1", "long_name": "training loss (1/m) sum (f - y)^2"})},
+         "loss": ("time", stats.loss(M), {"units": "1", "long_name": "training loss (1/n) sum (f - y)^2 over n samples"})},
         coords={"time": ("time", t, {"units": "1", "long_name": "gradient-flow time"})})
     ds.attrs.update(method="mflow", solver=solver, rhs_evaluations=nfev, weight_decay=gamma,
                     rtol=rtol, wall_seconds=time.perf_counter() - start)

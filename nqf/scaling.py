@@ -119,7 +119,11 @@ def _check_order(t_star: np.ndarray, saturation: np.ndarray | None = None) -> No
                              f"1..{k} of the power law.")
         return
     j, k = fin[falls[0]], fin[falls[0] + 1]
-    if sat is not None:
+    if sat is not None and not sat[k] > 0.05:
+        cause = ("its initial amplitude z0 (or its rate zeta) lets it overtake (t* ~ ln(zeta / (C z0)) / (a zeta)), "
+                 "e.g. random per-mode amplitudes: pass one z0 for every mode (their typical value) or modes "
+                 "sorted by t*")
+    elif sat is not None:
         cause = (f"its initial amplitude is {sat[k]:.2g} of its saturation level zeta_k / C_k (Theorem 8's "
                  f"t* = ln((zeta - C z0) / (C z0)) / (a zeta) shrinks as z0 nears it), so lower z0 (a smaller "
                  f"init) or keep only modes 1..{k} of the power law")
@@ -202,7 +206,10 @@ def theory_window(t_star, zeta, V, *, a: float = 1.0, t_max: float | None = None
     t_lo = float(t_star[k_lo - 1])
     t_hi = float(t_star[k_hi - 1])
     if not t_hi > t_lo:
-        raise ValueError(f"Empty fitting window: modes {k_lo}..{k_hi}, t in [{t_lo:.4g}, {t_hi:.4g}].")
+        raise ValueError(f"Empty fitting window: modes {k_lo}..{k_hi}, t in [{t_lo:.4g}, {t_hi:.4g}]: the missing "
+                         f"tail beyond the last of the {K} modes is above cutoff = {cutoff:g} of the excess loss from "
+                         f"mode {k_hi + 1} on, and the drops are resolved up to mode {k_lo}, so these modes show a "
+                         f"staircase, not a power law: more modes are needed (or a longer horizon t_max).")
     return Window(t_lo, t_hi, k_lo, k_hi, "; ".join(notes))
 
 

@@ -175,6 +175,9 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
             losses.append(loss_np)
             with torch.no_grad():
                 for key, val in record(model).items():
+                    if key not in recorded and (val.ndim == 0 or val.shape[0] != loss_np.shape[0]):
+                        raise ValueError(f"record's {key!r} must have one row per replica, shape ({loss_np.shape[0]}, ...), "
+                                         f"like the loss; got shape {tuple(val.shape)} (add a leading axis: value[None]).")
                     recorded.setdefault(key, []).append(val.detach().cpu().numpy())
             next_idx += 1
         if step == steps:

@@ -185,9 +185,8 @@ def closure_recursion(form: StructureForm, y, W0, *, lr: float, steps: int, opti
     from nqf.recursions import discrete_flow
 
     y = np.asarray(y, float)
-    k = 1 if y.ndim == 1 else y.shape[1]
     h = flow_lr(lr, loss, y.shape[0])
-    ds = discrete_flow(form, W0=np.asarray(W0, float), y=y.reshape(-1), lr=h * k, steps=steps,
+    ds = discrete_flow(form, W0=np.asarray(W0, float), y=y, lr=h, steps=steps,
                        optimizer=optimizer, momentum=momentum, record_steps=record_steps)
     return ds.assign_coords(time=("step", h * ds["step"].values.astype(float)))
 
@@ -205,7 +204,8 @@ def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torc
 
     Every step draws a fresh minibatch per seed (generator seeded by the seed, so a seed's
     stream does not depend on the others), labels it with the teacher W*, and takes one SGD step
-    of both models on it; the loss is the ``loss`` convention of (1/B) sum (f - y)^2 (nqf.losses,
+    of both models on it; the loss is the ``loss`` convention of (1/B) sum (f - y)^2, summed over
+    outputs (nqf.losses,
     c = loss_factor(loss, B)), recorded in Eq. 26 units, and ``time`` = c lr step. Records at
     every step, on the probe set:
     ``rel_output`` = RMS(f_module - f_NQF) / RMS(f_module), ``rel_learned`` (the same for f - f(0)),
@@ -237,16 +237,16 @@ def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torc
             diff = (pm - pn).pow(2).mean((1, 2)).sqrt()
             rec["rel_output"][:, step] = (diff / pm.pow(2).mean((1, 2)).sqrt()).numpy()
             rec["rel_learned"][:, step] = (diff / (pm - f0_probe).pow(2).mean((1, 2)).sqrt()).numpy()
-            rec["probe_loss_module"][:, step] = (pm - y_probe).pow(2).mean((1, 2)).numpy()
-            rec["probe_loss_nqf"][:, step] = (pn - y_probe).pow(2).mean((1, 2)).numpy()
+            rec["probe_loss_module"][:, step] = (pm - y_probe).pow(2).sum(2).mean(1).numpy()
+            rec["probe_loss_nqf"][:, step] = (pn - y_probe).pow(2).sum(2).mean(1).numpy()
         if step == steps:
             break
         x = _stack_inputs([module.sample_inputs(batch_size, g) for g in gens])
         with torch.no_grad():
             y = vmap(module.forward_with, in_dims=(None, 0))(W_star, x)
         opt.zero_grad(set_to_none=True)
-        lm = (f_mod(Wm, x) - y).pow(2).mean((1, 2))
-        ln = (f_nqf(Wn, x) - y).pow(2).mean((1, 2))
+        lm = (f_mod(Wm, x) - y).pow(2).sum(2).mean(1)  # (1/B) sum over samples and outputs (nqf.losses)
+        ln = (f_nqf(Wn, x) - y).pow(2).sum(2).mean(1)
         rec["batch_loss_module"][:, step] = lm.detach().numpy()
         rec["batch_loss_nqf"][:, step] = ln.detach().numpy()
         if not bool(torch.isfinite(lm).all() and torch.isfinite(ln).all()):

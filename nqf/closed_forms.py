@@ -15,18 +15,20 @@ from scipy.linalg import cho_factor, solve_triangular
 from scipy.optimize import brentq
 
 from nqf import _checks
+from nqf.losses import flat_targets
 from nqf.lotka_volterra import _mode_vectors, logistic_solution
 
 
-def _sample_modes(lam, y, z0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """lam (m, K), y (m,), z0 (K,) or a scalar: finite, matching, z0 >= 0 (Theorems 4 and 5)."""
+def _sample_modes(lam, y, z0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """lam (m, K), y (m,) or (n, n_out) sample-major, z0 (K,) or a scalar: finite, matching,
+    z0 >= 0 (Theorems 4 and 5); returns y flat and n = y.shape[0], the loss's 1/n (nqf.losses)."""
     lam = _checks.array("lam", lam, ndim=2)
-    y = _checks.array("y", y, ndim=1, shape=(lam.shape[0],))
+    y, n = flat_targets(y, lam.shape[0])
     z0 = _checks.array("z0", z0, ndim=(0, 1))
     if z0.ndim == 1 and z0.shape[0] != lam.shape[1]:
         raise ValueError(f"z0 must be a scalar or have one entry per mode ({lam.shape[1]}); got {z0.shape[0]}.")
     _checks.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
-    return lam, y, z0
+    return lam, y, z0, n
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
 
@@ -206,18 +208,18 @@ def theorem4(lam, cmu, y, z0, t) -> np.ndarray:
     """Theorem 4 (proportional samples A_mu = c_mu A, A = P diag(lam) P^T): z_j(t), shape (T, p).
 
     z_j(t) = z_j(0) exp(-2 lam_j xi(t)) with xi from the implicit integral Eq. 34,
-    alpha = (4/m) sum c_mu^2, beta = (4/m) sum c_mu y_mu.
+    alpha = (4/n) sum c_mu^2, beta = (4/n) sum c_mu y_mu; ``cmu`` has one entry per data matrix,
+    ``y`` is (m,) or (n, n_out) sample-major, n = y.shape[0] (nqf.losses).
     """
     lam = _checks.array("lam", lam, ndim=1, nonempty=True)
     cmu = _checks.array("cmu", cmu, ndim=1, nonempty=True)
-    y = _checks.array("y", y, ndim=1, shape=(cmu.shape[0],))
+    y, m = flat_targets(y, cmu.shape[0])
     z0 = _checks.array("z0", z0, ndim=(0, 1))
     if z0.ndim == 1 and z0.shape[0] != lam.shape[0]:
         raise ValueError(f"z0 must be a scalar or have one entry per mode ({lam.shape[0]}); got {z0.shape[0]}.")
     _checks.nonnegative("z0", z0)
     z0 = np.broadcast_to(z0, lam.shape)
     t = _checks.time_grid("t", t, increasing=False, nonempty=False)
-    m = cmu.size
     alpha, beta = 4.0 / m * np.sum(cmu ** 2), 4.0 / m * np.sum(cmu * y)
     flow = ScalarFlow(alpha * lam * z0, 2 * lam, beta)
     xi = flow.xi(np.asarray(t, float))
@@ -231,30 +233,33 @@ def _amplitudes(z0: np.ndarray, b: np.ndarray, xi: np.ndarray) -> np.ndarray:
         return np.where(z0 > 0, np.exp(logz), 0.0)
 
 
-def theorem5_flows(lam, y, z0) -> tuple[list[ScalarFlow], np.ndarray]:
-    """One :class:`ScalarFlow` per sample (Eq. 36) and the sample owning each mode (-1: none).
+def theorem5_flows(lam, y, z0, n: int | None = None) -> tuple[list[ScalarFlow], np.ndarray]:
+    """One :class:`ScalarFlow` per data matrix (Eq. 36) and the row owning each mode (-1: none).
 
-    Under Theorem 5 each mode k has a non-zero eigenvalue in at most one sample; the owner is
-    the sample with the largest |lambda_mu,k| (exact when the samples are orthogonal).
+    Under Theorem 5 each mode k has a non-zero eigenvalue in at most one row; the owner is
+    the row with the largest |lambda_mu,k| (exact when the rows are orthogonal). ``n`` is the
+    number of samples of the loss (default: one per row; vector outputs: see nqf.losses).
     """
-    lam, y = np.asarray(lam, float), np.asarray(y, float)
-    m, K = lam.shape
+    lam, y = np.asarray(lam, float), np.asarray(y, float).reshape(-1)
+    rows, K = lam.shape
+    m = rows if n is None else int(n)
     z0 = np.broadcast_to(np.asarray(z0, float), (K,))
     owner = np.where(np.any(lam != 0, axis=0), np.argmax(np.abs(lam), axis=0), -1)
     flows = []
-    for mu in range(m):
+    for mu in range(rows):
         ks = owner == mu
         flows.append(ScalarFlow(lam[mu, ks] * z0[ks], 8.0 / m * lam[mu, ks], y[mu]))
     return flows, owner
 
 
 def theorem5(lam, y, z0, t) -> np.ndarray:
-    """Theorem 5 (orthogonal samples): z_k(t) = z_k(0) exp(-(8/m) lam_mu,k xi_mu(t)), (T, K)."""
-    lam, y, z0 = _sample_modes(lam, y, z0)
-    m, K = lam.shape
+    """Theorem 5 (orthogonal samples): z_k(t) = z_k(0) exp(-(8/n) lam_mu,k xi_mu(t)), (T, K);
+    ``y`` (m,) or (n, n_out) sample-major, n = y.shape[0] (nqf.losses)."""
+    lam, y, z0, m = _sample_modes(lam, y, z0)
+    K = lam.shape[1]
     z0 = np.broadcast_to(z0, (K,))
     t = _checks.time_grid("t", t, increasing=False, nonempty=False)
-    flows, owner = theorem5_flows(lam, y, z0)
+    flows, owner = theorem5_flows(lam, y, z0, m)
     z = np.broadcast_to(z0, (t.size, K)).copy()
     for mu, flow in enumerate(flows):
         ks = owner == mu
@@ -266,11 +271,12 @@ def theorem5(lam, y, z0, t) -> np.ndarray:
 def theorem5_ignition_times(lam, y, z0, rho: float = 0.5) -> np.ndarray:
     """Time at which sample mu's output sum_k lam_mu,k z_k reaches rho * y_mu (exact, Eq. 36).
 
-    NaN for samples whose output never reaches that level.
+    NaN for samples whose output never reaches that level. One time per data matrix (row of
+    ``lam``); ``y`` (m,) or (n, n_out) sample-major (nqf.losses).
     """
-    lam, y, z0 = _sample_modes(lam, y, z0)
+    lam, y, z0, n = _sample_modes(lam, y, z0)
     rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
-    flows, _ = theorem5_flows(lam, y, z0)
+    flows, _ = theorem5_flows(lam, y, z0, n)
     out = np.full(len(flows), np.nan)
     for mu, flow in enumerate(flows):
         target = -(1 - rho) * y[mu]  # residual F(xi) = f_mu - y_mu at the crossing
@@ -355,15 +361,16 @@ def corollary4(tau, c, rho0, t) -> np.ndarray:
 
 
 def corollary4_modes(S, y) -> dict:
-    """Singular modes of T = (1/m) sum y_mu S_mu and the residual of Eq. 268.
+    """Singular modes of T = (1/n) sum y_mu S_mu and the residual of Eq. 268.
 
+    ``S`` is (m, n_out, n_in), one block per data matrix; ``y`` is (m,) or (n, outputs) in the
+    same sample-major order, n = y.shape[0] the samples of the loss (nqf.losses).
     Returns tau (singular values), u (n_out, r), v (n_in, r), c_a = <u_a v_a^T, C(u_a v_a^T)> and
     ``residual`` = max_a |C(u_a v_a^T) - c_a u_a v_a^T| / |C(u_a v_a^T)| with
-    C(Q) = (1/m) sum <S_mu, Q> S_mu (zero when every singular mode is an eigenmatrix of C).
+    C(Q) = (1/n) sum <S_mu, Q> S_mu (zero when every singular mode is an eigenmatrix of C).
     """
     S = _checks.array("S", S, ndim=3, nonempty=True)
-    y = _checks.array("y", y, ndim=1, shape=(S.shape[0],))
-    m = S.shape[0]
+    y, m = flat_targets(y, S.shape[0])
     T = np.einsum("m,mij->ij", y, S) / m
     u, tau, vt = np.linalg.svd(T, full_matrices=False)
     Qa = np.einsum("ia,aj->aij", u, vt)

@@ -5,8 +5,11 @@ f_mu = Tr[W W^T A_mu], the weighted sum H = sum_mu c_mu A_mu applied to W (the g
 for the theory, the matrices themselves. Each form below provides them without materialising
 p x p matrices per sample unless it is the dense form.
 
-Vector outputs (App. B.2) are handled by flattening (sample, output) pairs into the sample axis:
-the loss sums over both, so the theory applies unchanged with m -> m * n_outputs.
+Vector outputs (App. B.2) are handled by flattening (sample, output) pairs into the rows of the
+form, sample-major (row mu * n_out + c is output c of sample mu), so ``m`` counts data matrices,
+n * n_outputs. The loss still averages over the n samples only and sums over outputs: give the
+targets as (n, n_outputs) and every entry point uses 1/n (nqf.losses); flattened targets (m,) make
+each pair a sample of its own (1/m).
 """
 from __future__ import annotations
 
@@ -46,7 +49,10 @@ def as_tensor(x, dtype=torch.float64, device=None) -> Tensor:
     """A float tensor (float64 by default) from an array-like."""
     if isinstance(x, Tensor):
         return x.to(dtype=dtype, device=device if device is not None else x.device)
-    return torch.as_tensor(np.asarray(x), dtype=dtype, device=device)
+    a = np.asarray(x)
+    if not a.flags.writeable:  # a read-only view (np.diagonal, broadcast_to): torch would warn
+        a = a.copy()
+    return torch.as_tensor(a, dtype=dtype, device=device)
 
 
 class StructureForm(ABC):

@@ -25,8 +25,25 @@ nothing else. nqf.train and the experiments record losses in Eq. 26 units and ti
 so every prediction stays exact under every convention. (Adam divides the gradient by its own
 running scale: there the convention changes only the eps term of Adam, and the clock of the
 theory does not apply, since Adam has no closure.)
+
+Samples and outputs (one rule for every entry point). Targets ``y`` have the samples on their
+first axis: shape (n,) for one output per sample, (n, n_out) for vector outputs (App. B.2), in the
+sample-major order of the form's m = n * n_out data matrices (row mu * n_out + c is output c of
+sample mu, as every architecture's ``structure(x)`` lays them out). The loss is
+
+    L = (1/n) sum_mu sum_c (f_mu,c - y_mu,c)^2,   n = y.shape[0] = :func:`sample_count` (y),
+
+a mean over samples, summed over outputs, and every prefactor of the theory is (c/n): r = (8/n)
+Lambda^T y, C = (8/n) Lambda^T Lambda, K and Y = (4/n) sum ..., the clock t = c lr step.
+``nqf.train`` (``QuadraticModel.loss_and_grad``, ``training.mse_per_replica``), ``nqf.predict``,
+``nqf.mflow``, ``SecondMoment``, ``discrete_flow``, ``LotkaVolterra`` and the closed forms of
+``nqf.closed_forms`` (Theorems 4 and 5) all read n from the targets' shape, so the same y gives
+the same trajectory everywhere. Flattening y to (n * n_out,) makes every entry a sample of its
+own (n -> n * n_out): a valid problem whose flow runs n_out times slower.
 """
 from __future__ import annotations
+
+import numpy as np
 
 LOSS_CONVENTIONS = ("mean", "half_mean", "sum", "half_sum")
 FORMULAS = {
@@ -35,6 +52,25 @@ FORMULAS = {
     "sum": "sum (f - y)^2",
     "half_sum": "(1/2) sum (f - y)^2",
 }
+
+
+def sample_count(y) -> int:
+    """n, the number of samples of targets ``y`` (its first axis, see the module docstring): the
+    1/n of the loss and of every prefactor of the theory. A scalar counts as one sample."""
+    shape = tuple(y.shape) if hasattr(y, "shape") else np.shape(y)
+    return int(shape[0]) if len(shape) else 1
+
+
+def flat_targets(y, rows: int, *, name: str = "y"):
+    """(targets as a float vector of ``rows`` entries, n = :func:`sample_count`) for functions
+    that take Lambda's rows (one per data matrix): y (rows,) or (n, rows / n), sample-major."""
+    from nqf import _checks
+
+    y = _checks.array(name, y, ndim=(1, 2))
+    if y.size != rows or y.shape[0] == 0:
+        raise ValueError(f"{name} must have one entry per data matrix (m = {rows}), as shape ({rows},) or "
+                         f"(samples, outputs) with samples * outputs = {rows}; got shape {y.shape}.")
+    return y.reshape(-1), int(y.shape[0])
 
 
 def loss_factor(convention: str, n: int) -> float:

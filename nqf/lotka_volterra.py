@@ -18,21 +18,43 @@ import scipy.sparse as sp
 from scipy.integrate import solve_ivp
 
 from nqf import _checks
+from nqf.losses import flat_targets, sample_count
 
 if TYPE_CHECKING:
     from nqf.forms import StructureForm
 
 
 def lv_coefficients(lam, y) -> tuple[np.ndarray, np.ndarray]:
-    """Growth rates r = (8/m) Lambda^T y and interaction matrix C = (8/m) Lambda^T Lambda."""
+    """Growth rates r = (8/n) Lambda^T y and interaction matrix C = (8/n) Lambda^T Lambda.
+
+    ``lam`` is (m, K), one row per data matrix; ``y`` is (m,) or, for vector outputs, (n, n_out)
+    with n * n_out = m in the rows' sample-major order; n = y.shape[0] is the number of samples
+    of the loss (1/n) sum (f - y)^2 (nqf.losses), the same for every entry point.
+    """
     lam = _checks.array("lam", lam, ndim=2)
     if lam.shape[0] == 0 or lam.shape[1] == 0:
         raise ValueError(f"lam must be (m, K) with at least one sample and one mode; got shape {lam.shape}.")
-    y = _checks.array("y", y, ndim=1)
-    m = lam.shape[0]
-    if y.shape[0] != m:
-        raise ValueError(f"y must have one entry per sample (row of lam, m = {m}); got {y.shape[0]}.")
-    return 8.0 / m * lam.T @ y, 8.0 / m * lam.T @ lam
+    y, n = flat_targets(y, lam.shape[0])
+    return 8.0 / n * lam.T @ y, 8.0 / n * lam.T @ lam
+
+
+def mode_order(basis: np.ndarray, r: np.ndarray, diagonal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(permutation, signs) that put the modes of a computed eigenbasis in the reported order.
+
+    Diagonal data (every A_mu diagonal in the user's coordinates): mode k is weight k, basis = I,
+    nothing moves. Otherwise the modes are sorted by decreasing growth rate r_k (ties keep the
+    eigensolver's order): from a common initial scale z_k(0) = eps the strongest mode ignites
+    first (Theorem 8, t*_k ~ ln(1/eps) / r_k), so mode 0 is the first to be learned and modes
+    with r_k <= 0, which never ignite, come last. Each direction's sign is fixed so that its
+    largest-magnitude entry is positive (z_k and r_k do not depend on it).
+    """
+    K = r.shape[0]
+    if diagonal:
+        return np.arange(K), np.ones(K)
+    order = np.argsort(-r, kind="stable")
+    cols = basis[:, order]
+    signs = np.sign(cols[np.argmax(np.abs(cols), axis=0), np.arange(K)])
+    return order, np.where(signs == 0, 1.0, signs)
 
 
 def shared_eigenbasis(form: StructureForm, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -71,9 +93,33 @@ def shared_eigenbasis(form: StructureForm, seed: int = 0) -> tuple[np.ndarray, n
     return P, lam, {"commutator": commutator, "off_diagonal": off_diagonal}
 
 
+def eigenbasis(form: StructureForm, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict, bool]:
+    """:func:`shared_eigenbasis`, with data that are diagonal in the user's coordinates (a
+    DiagonalForm, or dense matrices without off-diagonal entries) kept in those coordinates
+    (P = I); the last entry says whether they were."""
+    import torch
+
+    from nqf.forms import DiagonalForm
+
+    if not isinstance(form, DiagonalForm) and form.m * form.p ** 2 <= 2 ** 26:
+        A = form.dense()
+        if not bool(torch.any(A - torch.diag_embed(torch.diagonal(A, dim1=1, dim2=2)))):
+            form = DiagonalForm(torch.diagonal(A, dim1=1, dim2=2).detach().cpu().clone())
+    P, lam, res = shared_eigenbasis(form, seed)
+    return P, lam, res, isinstance(form, DiagonalForm)
+
+
 @dataclass
 class LotkaVolterra:
-    """The GLV reduction of a quadratic model on data (A_mu, y_mu)."""
+    """The GLV reduction of a quadratic model on data (A_mu, y_mu).
+
+    Mode k: its direction in parameter space is the unit vector ``basis[:, k]`` (z_k =
+    basis[:, k]^T M basis[:, k]; A_mu basis[:, k] = lam[mu, k] basis[:, k]), its data direction
+    is the column ``lam[:, k]`` (its eigenvalue in every data matrix). :meth:`from_data` orders
+    the modes by decreasing r_k, the ignition order from a common initial scale (diagonal data
+    keep the coordinate order, basis = I; see :func:`mode_order`). ``samples`` is n of the loss
+    (1/n) |Lambda z - y|^2 (nqf.losses); None: one per row of ``lam``.
+    """
 
     r: np.ndarray
     C: np.ndarray
@@ -81,6 +127,7 @@ class LotkaVolterra:
     y: np.ndarray
     basis: np.ndarray
     residuals: dict = field(default_factory=dict)
+    samples: int | None = None
 
     def __post_init__(self):
         """Shapes agree (K modes, m samples, p weights) and C is what the reduction can produce:
@@ -93,18 +140,25 @@ class LotkaVolterra:
         self.lam = _checks.array("lam", self.lam, ndim=2)
         if self.lam.shape[1] != K:
             raise ValueError(f"lam must have one column per mode (K = {K}); got shape {self.lam.shape}.")
-        self.y = _checks.array("y", self.y, ndim=1, shape=(self.lam.shape[0],))
+        y, n = flat_targets(self.y, self.lam.shape[0])
+        self.y = y
+        self.samples = n if self.samples is None else _checks.integer("samples", self.samples, minimum=1)
         self.basis = _checks.array("basis", self.basis, ndim=2)
         if self.basis.shape[1] != K:
             raise ValueError(f"basis must have one column per mode (K = {K}); got shape {self.basis.shape}.")
 
     @classmethod
     def from_data(cls, form: StructureForm, y, seed: int = 0) -> "LotkaVolterra":
-        """Reduce data matrices ``form`` with targets ``y`` (checks Assumption 1, see residuals)."""
+        """Reduce data matrices ``form`` with targets ``y`` ((m,) or (n, n_out), nqf.losses); checks
+        Assumption 1 (see residuals). Modes come ordered by decreasing r_k (diagonal data: by
+        coordinate), each with its direction ``basis[:, k]``, see the class docstring."""
+        n = sample_count(y)
         y = _checks.targets(form, y)
-        P, lam, residuals = shared_eigenbasis(form, seed)
-        r, C = lv_coefficients(lam, y)
-        return cls(r=r, C=C, lam=lam, y=y, basis=P, residuals=residuals)
+        P, lam, residuals, diagonal = eigenbasis(form, seed)
+        r, C = lv_coefficients(lam, y.reshape(n, -1))
+        order, signs = mode_order(P, r, diagonal)
+        return cls(r=r[order], C=C[np.ix_(order, order)], lam=lam[:, order], y=y,
+                   basis=P[:, order] * signs, residuals=residuals, samples=n)
 
     @property
     def modes(self) -> int:
@@ -122,12 +176,13 @@ class LotkaVolterra:
         return np.einsum("pk,...pq,qk->...k", self.basis, M, self.basis)
 
     def loss(self, z) -> np.ndarray:
-        """Training loss (1/m) |Lambda z - y|^2 of mode amplitudes z (..., K) (off-diagonals slaved)."""
+        """Training loss (1/n) |Lambda z - y|^2 of mode amplitudes z (..., K) (off-diagonals
+        slaved), n = ``samples`` (nqf.losses)."""
         z = _checks.array("z", z, finite=None)
         if z.ndim < 1 or z.shape[-1] != self.modes:
             raise ValueError(f"z must have shape (..., {self.modes}): one amplitude per mode, no broadcasting; "
                              f"got {z.shape}.")
-        return np.mean((z @ self.lam.T - self.y) ** 2, axis=-1)
+        return np.sum((z @ self.lam.T - self.y) ** 2, axis=-1) / self.samples
 
     def integrate(self, z0, t, **kwargs) -> np.ndarray:
         """Numerical GLV solution z(t), shape (len(t), K); see :func:`glv`."""

@@ -1,11 +1,13 @@
 """The closed M-flow dM/dt = -H M - M H, integrated from data statistics computed once.
 
-Gradient flow on W (Eq. 27) only ever sees the data through H = (4/m) sum_mu Delta_mu A_mu, and
+Gradient flow on W (Eq. 27) only ever sees the data through H = (4/n) sum_mu Delta_mu A_mu, and
 Delta_mu = <A_mu, M> - y_mu is linear in M. So H(M) = K(M) - Y with the second-moment operator
 
-    K(X) = (4/m) sum_mu <A_mu, X>_F A_mu   and   Y = (4/m) sum_mu y_mu A_mu,
+    K(X) = (4/n) sum_mu <A_mu, X>_F A_mu   and   Y = (4/n) sum_mu y_mu A_mu,
 
-both fixed by the data. After one pass over the samples (:class:`SecondMoment`) the flow costs
+both fixed by the data; the sums run over all data matrices and n = y.shape[0] is the number of
+samples of the loss (1/n) sum (f - y)^2 (vector outputs: y of shape (n, n_out), nqf.losses), so
+the flow's time t is nqf.train's clock t = c lr step. After one pass over the samples (:class:`SecondMoment`) the flow costs
 nothing in m, and nothing in the width d either, because it closes on the p x p matrix M (Eq. 28).
 K lives on the p(p+1)/2-dimensional space of symmetric matrices; it is stored in orthonormal
 "svec" coordinates (off-diagonal entries weighted by sqrt 2, so Frobenius products are dot
@@ -16,7 +18,7 @@ the diagonal is a Lotka-Volterra system solved in logarithms (exact for tiny ini
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -27,6 +29,7 @@ from scipy.integrate import solve_ivp
 from nqf import _checks
 from nqf.forms import DenseForm, DiagonalForm, StructureForm, as_tensor
 from nqf.lotka_volterra import glv
+from nqf.losses import sample_count
 
 _BASIS_CHUNK_ELEMENTS = 2 ** 24  # basis matrices handed to the form per call (memory bound)
 _MAX_FEATURE_ELEMENTS = 2 ** 27  # svec(A_mu) for all samples held at once (1 GiB of float64)
@@ -87,11 +90,15 @@ def _svec_features(form: StructureForm) -> np.ndarray:
 
 @dataclass
 class SecondMoment:
-    """Data statistics that close the M-flow: Y, the operator K and the loss constant mean(y^2).
+    """Data statistics that close the M-flow: Y, the operator K and the loss constant y2.
 
-    ``diagonal``: every A_mu is diagonal; then ``kmat`` (p, p) maps diag(X) to diag(K(X)) and
-    ``Y`` is diagonal. Otherwise K acts in svec coordinates as ``kmat`` (s, s) or, when the rank is
-    below s/2, as ``factor @ factor.T`` with ``factor`` of shape (s, rank).
+    ``m`` is the number of samples n of the loss (1/n) sum_mu sum_c (f_mu,c - y_mu,c)^2 (nqf.losses):
+    the targets' first axis, so for vector outputs (n, n_out) it is n, not the n * n_out data
+    matrices; K, Y = (4/n) sum ... and y2 = (1/n) sum y^2 use it. ``diagonal``: every A_mu is
+    diagonal; then ``kmat`` (p, p) maps diag(X) to diag(K(X)) and ``Y`` is diagonal. Otherwise K
+    acts in svec coordinates as ``kmat`` (s, s) or, when the rank is below s/2, as
+    ``factor @ factor.T`` with ``factor`` of shape (s, rank). ``data`` (form, flat targets), set
+    by :meth:`from_form`, lets :meth:`loss` use the residuals themselves.
     """
 
     p: int
@@ -101,36 +108,40 @@ class SecondMoment:
     diagonal: bool
     kmat: np.ndarray | None = None
     factor: np.ndarray | None = None
+    data: tuple | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_form(cls, form: StructureForm, y, *, rank_rtol: float = 1e-13) -> "SecondMoment":
-        """One pass over the data matrices ``form`` with targets ``y``."""
+        """One pass over the data matrices ``form`` with targets ``y``: (m,) or (n, n_out) in the
+        form's sample-major order, normalised by n = y.shape[0] (nqf.losses)."""
+        n = sample_count(y)
         y = _checks.targets(form, y)
         rank_rtol = _checks.scalar("rank_rtol", rank_rtol, low=0.0, high=1.0, high_open=True)
         m, p = form.m, form.p
+        y2 = float(np.sum(y ** 2) / n)
         if isinstance(form, DiagonalForm):
-            D = form.diag.detach().cpu().to(torch.float64).numpy()
-            return cls(p, m, np.diag(4.0 / m * D.T @ y), float(np.mean(y ** 2)), True,
-                       kmat=4.0 / m * D.T @ D)
+            form = form.to(device="cpu", dtype=torch.float64)
+            D = form.diag.detach().numpy()
+            return cls(p, n, np.diag(4.0 / n * D.T @ y), y2, True, kmat=4.0 / n * D.T @ D, data=(form, y))
         feats = _svec_features(form)
+        data = (form.to(device="cpu", dtype=torch.float64), y)
         iu, _ = svec_index(p)
         off = iu[0] != iu[1]
         scale = max(float(np.max(np.abs(feats), initial=0.0)), 1e-300)
         if not np.any(np.abs(feats[off]) > 1e-14 * scale):
             D = feats[~off].T  # (m, p): the diagonals
-            return cls(p, m, np.diag(4.0 / m * D.T @ y), float(np.mean(y ** 2)), True,
-                       kmat=4.0 / m * D.T @ D)
-        Y = unsvec(4.0 / m * feats @ y, p)
+            return cls(p, n, np.diag(4.0 / n * D.T @ y), y2, True, kmat=4.0 / n * D.T @ D,
+                       data=(DiagonalForm(torch.as_tensor(D)), y))
+        Y = unsvec(4.0 / n * feats @ y, p)
         s = feats.shape[0]
         if m <= s // 2:
-            return cls(p, m, Y, float(np.mean(y ** 2)), False, factor=np.sqrt(4.0 / m) * feats)
-        G = 4.0 / m * feats @ feats.T
+            return cls(p, n, Y, y2, False, factor=np.sqrt(4.0 / n) * feats, data=data)
+        G = 4.0 / n * feats @ feats.T
         evals, evecs = np.linalg.eigh(G)
         keep = evals > rank_rtol * max(evals[-1], 1e-300)
         if keep.sum() <= s // 2:
-            return cls(p, m, Y, float(np.mean(y ** 2)), False,
-                       factor=evecs[:, keep] * np.sqrt(evals[keep]))
-        return cls(p, m, Y, float(np.mean(y ** 2)), False, kmat=G)
+            return cls(p, n, Y, y2, False, factor=evecs[:, keep] * np.sqrt(evals[keep]), data=data)
+        return cls(p, n, Y, y2, False, kmat=G, data=data)
 
     @classmethod
     def from_matrices(cls, A, y) -> "SecondMoment":
@@ -167,9 +178,24 @@ class SecondMoment:
         return self.apply_K(M) - self.Y
 
     def loss(self, M: np.ndarray) -> np.ndarray:
-        """(1/m) sum_mu (<A_mu, M> - y_mu)^2 = <M, K(M)>/4 - <Y, M>/2 + mean(y^2)."""
+        """(1/n) sum_mu (<A_mu, M> - y_mu)^2 for M of shape (..., p, p), n = ``m`` samples.
+
+        From the residuals themselves when the data are at hand (:meth:`from_form`): no
+        cancellation, so a converged run's loss keeps its relative accuracy far below 1e-16 of
+        the initial loss (log plots stay finite). A SecondMoment built from its statistics alone
+        uses <M, K(M)>/4 - <Y, M>/2 + y2, accurate only to ~1e-16 of y2, clipped at 0.
+        """
         if not (isinstance(M, np.ndarray) and M.dtype == np.float64 and M.shape[-2:] == (self.p, self.p)):
             M = _checks.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
+        if self.data is not None:
+            form, y = self.data
+            Mt = torch.as_tensor(M.reshape(-1, self.p, self.p))
+            out = np.empty(Mt.shape[0])
+            step = max(1, _BASIS_CHUNK_ELEMENTS // max(1, form.m))
+            for start in range(0, Mt.shape[0], step):
+                res = form.outputs_from_M(Mt[start:start + step]).detach().numpy() - y
+                out[start:start + step] = np.sum(res ** 2, axis=-1) / self.m
+            return out.reshape(M.shape[:-2])
         if self.diagonal:
             d = np.diagonal(M, axis1=-2, axis2=-1)
             quad = np.einsum("...i,ij,...j->...", d, self.kmat, d)
@@ -224,8 +250,9 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
     penalty (gamma/4)|W|^2. ``atol`` defaults to 1e-12 times the largest entry of G(0) (dense
     data) or 1e-12 on ln diag(M) (diagonal data), so tiny initial scales keep ``rtol`` accuracy.
 
-    Returns a Dataset with ``M`` (time, row, col) and ``loss`` (time); attrs record the solver
-    and the number of right-hand-side evaluations.
+    Returns a Dataset with ``M`` (time, row, col) and ``loss`` (time), the loss (1/n) sum (f - y)^2
+    over the n = y.shape[0] samples computed from the residuals, on the time of nqf.train's clock
+    (t = c lr step, nqf.losses); attrs record the solver and the number of right-hand-side evaluations.
     """
     if not isinstance(data, (SecondMoment, StructureForm)):
         raise TypeError(f"data must be a SecondMoment or a StructureForm (DenseForm, DiagonalForm, ...); "
@@ -276,7 +303,7 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
             nfev, solver = int(sol.nfev), method
     ds = xr.Dataset(
         {"M": (("time", "row", "col"), M, {"units": "1", "long_name": "order parameter M = W W^T"}),
-         "loss": ("time", stats.loss(M), {"units": "1", "long_name": "training loss (1/m) sum (f - y)^2"})},
+         "loss": ("time", stats.loss(M), {"units": "1", "long_name": "training loss (1/n) sum (f - y)^2 over n samples"})},
         coords={"time": ("time", t, {"units": "1", "long_name": "gradient-flow time"})})
     ds.attrs.update(method="mflow", solver=solver, rhs_evaluations=nfev, weight_decay=gamma,
                     rtol=rtol, wall_seconds=time.perf_counter() - start)

@@ -22,9 +22,9 @@ Two routes make the conditions hold, depending on what A(x) allows:
   whitened exactly, which makes C(Q) = (1/m) sum <S_mu, Q> S_mu isotropic (or Kronecker) on
   the block; q_k = (a_k, b_k) / sqrt 2 with a_k b_k^T eigenmatrices of C.
 
-Loss normalisation: m counts (sample, output) pairs (the nqf.forms convention that
-LotkaVolterra, SecondMoment and predict use), so targets are stored as (samples, outputs) but
-trained flattened. Sizes grow with K so that K modes always fit (K <= MAX_MODES).
+Loss normalisation: this experiment makes every (sample, output) pair a sample of its own, so m
+counts the pairs: targets are stored as (samples, outputs) and given flattened, (m,), to training
+and to reduce_modes alike (nqf.losses: n = y.shape[0] everywhere, so both use this m). Sizes grow with K so that K modes always fit (K <= MAX_MODES).
 """
 from __future__ import annotations
 

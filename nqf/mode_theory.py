@@ -105,9 +105,11 @@ def _pair_values(form: StructureForm, Q: torch.Tensor) -> torch.Tensor:
 def reduce_modes(form: StructureForm, y, modes, *, tol: float = 1e-9) -> ModeReduction:
     """Growth rates and interactions of the modes ``modes`` (p, K) on data (form, y).
 
-    ``y`` is flattened over (sample, output) pairs and m = form.m, the normalisation of
-    LotkaVolterra.from_data. Dense matrices are formed only for the Assumption 1 check and for
-    Y's spectrum off the modes (p x p), both cheap at the sizes of mode_designs.
+    ``y`` is (m,) or (n, n_out) in the form's sample-major order and every prefactor is 4/n or
+    8/n with n = y.shape[0], the samples of the loss (nqf.losses), as in LotkaVolterra.from_data
+    and predict (flattened targets make every (sample, output) pair a sample). Dense matrices are
+    formed only for the Assumption 1 check and for Y's spectrum off the modes (p x p), both cheap
+    at the sizes of mode_designs.
     """
     # torch is imported where needed: the theory and fit jobs use this module without it
     import torch
@@ -117,6 +119,9 @@ def reduce_modes(form: StructureForm, y, modes, *, tol: float = 1e-9) -> ModeRed
 
     from nqf import _checks
 
+    from nqf.losses import sample_count
+
+    n = sample_count(y)
     y = _checks.targets(form, y)
     modes = _checks.array("modes", modes, ndim=2)
     if modes.shape[0] != form.p or modes.shape[1] == 0:
@@ -124,7 +129,7 @@ def reduce_modes(form: StructureForm, y, modes, *, tol: float = 1e-9) -> ModeRed
     form = form.to(device="cpu", dtype=torch.float64)
     Q = torch.as_tensor(modes)
     y = torch.as_tensor(y)
-    m, K = form.m, Q.shape[1]
+    m, K = n, Q.shape[1]  # m: the loss's samples (the prefactors' 1/m)
     Qb = Q.T[:, :, None]  # (K, p, 1)
     Yq = form.apply_weighted(4.0 / m * y, Qb)[..., 0]  # (K, p)
     gamma = (Yq * Q.T).sum(-1)

@@ -49,12 +49,13 @@ class QuadraticModel(torch.nn.Module):
         return self.form.outputs(self.W)
 
     def loss_and_grad(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-replica loss (1/m) sum (f - y)^2 and its exact gradient H W, H = (4/m) sum Delta A.
+        """Per-replica loss (1/n) sum (f - y)^2 and its exact gradient H W, H = (4/n) sum Delta A.
 
         Closed form of the gradient (Eq. 27), cheaper than autograd by a factor of about 3
         for small p, where Python overhead dominates. ``y`` is (m,) or, for vector outputs,
-        (samples, outputs) in the form's sample-major order; m is then the number of samples
-        (App. B.2: the loss sums over outputs), as ``nqf.training.mse_per_replica`` does.
+        (samples, outputs) in the form's sample-major order; n = y.shape[0] is the number of
+        samples (App. B.2: the loss sums over outputs), the convention of every entry point
+        (nqf.losses): ``nqf.training.mse_per_replica``, ``nqf.predict``, ``nqf.mflow``.
         """
         n = y.shape[0]  # y is checked once by nqf.train (this runs at every step)
         with torch.no_grad():

@@ -40,8 +40,10 @@ def discrete_flow(data: SecondMoment | StructureForm, M0=None, *, lr: float, ste
                   n_record: int = 400) -> xr.Dataset:
     """The exact full-batch trajectory of M under 'gd' or 'momentum', as nqf.train records it.
 
-    Returns a Dataset with ``M`` (step, row, col) and ``loss`` (step); the ``step`` dimension
-    carries ``time`` = lr * step, like :func:`nqf.train`.
+    Returns a Dataset with ``M`` (step, row, col) and ``loss`` (step), the Eq. 26 loss over the
+    n = y.shape[0] samples (targets (m,) or (n, n_out), nqf.losses); the ``step`` dimension carries
+    ``time`` = lr * step, like :func:`nqf.train` with the ``mean`` convention (for another
+    convention pass its step c lr, :func:`nqf.losses.flow_lr`).
     """
     if not isinstance(data, (SecondMoment, StructureForm)):
         raise TypeError(f"data must be a SecondMoment or a StructureForm (DenseForm, DiagonalForm, ...); "

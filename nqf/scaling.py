@@ -103,6 +103,38 @@ def _check_modes(zeta, V, t_star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return zeta, V, t_star
 
 
+def _check_order(t_star: np.ndarray, saturation: np.ndarray | None = None) -> None:
+    """Refuse modes whose ignition times fall somewhere in k, naming the first such mode, its
+    t* and the likely cause; ``saturation`` = C_k z0_k / zeta_k when t* comes from Theorem 8."""
+    fin = np.flatnonzero(np.isfinite(t_star))
+    falls = np.flatnonzero(np.diff(t_star[fin]) < 0)
+    sat = None if saturation is None else np.broadcast_to(saturation, t_star.shape)
+    if not falls.size:
+        late = np.flatnonzero(np.isnan(t_star))
+        if sat is not None and late.size:
+            k = late[0]
+            raise ValueError(f"Theorem 8 gives no ignition time for mode {k + 1} ({late.size} modes in all): its "
+                             f"initial amplitude is {sat[k]:.2g} of its saturation level zeta_k / C_k, past the "
+                             f"ignition threshold at t = 0, so lower z0 (a smaller init) or keep only modes "
+                             f"1..{k} of the power law.")
+        return
+    j, k = fin[falls[0]], fin[falls[0] + 1]
+    if sat is not None and not sat[k] > 0.05:
+        cause = ("its initial amplitude z0 (or its rate zeta) lets it overtake (t* ~ ln(zeta / (C z0)) / (a zeta)), "
+                 "e.g. random per-mode amplitudes: pass one z0 for every mode (their typical value) or modes "
+                 "sorted by t*")
+    elif sat is not None:
+        cause = (f"its initial amplitude is {sat[k]:.2g} of its saturation level zeta_k / C_k (Theorem 8's "
+                 f"t* = ln((zeta - C z0) / (C z0)) / (a zeta) shrinks as z0 nears it), so lower z0 (a smaller "
+                 f"init) or keep only modes 1..{k} of the power law")
+    else:
+        cause = ("sort the modes by t_star, or, if t_star comes from Theorem 8, the mode starts near its "
+                 f"saturation level zeta_k / C_k: lower z0 or keep only modes 1..{k}")
+    raise ValueError(f"Modes must be ordered by ignition time (t*_k increasing in k) for a power-law window, "
+                     f"but mode {k + 1} ignites at t* = {t_star[k]:.4g}, before mode {j + 1} "
+                     f"(t* = {t_star[j]:.4g}): {cause}.")
+
+
 def resolved_drops(t_star, zeta, *, a: float = 1.0, resolution: float = RESOLUTION) -> np.ndarray:
     """For each mode (in the given order), whether its drop is separated from the next mode's.
 
@@ -147,9 +179,7 @@ def theory_window(t_star, zeta, V, *, a: float = 1.0, t_max: float | None = None
         t_max = _checks.scalar("t_max", t_max, low=0.0, low_open=True)
     K = zeta.size
     k = np.arange(1, K + 1)
-    if np.any(np.diff(t_star[np.isfinite(t_star)]) < 0):
-        raise ValueError("t_star must increase with k: modes must be ordered by ignition time (t*_k "
-                         "increasing in k) for a power-law window.")
+    _check_order(t_star)
     notes = []
     # Missing tail beyond the last mode, from the power law fitted to all modes (Euler-Maclaurin
     # midpoint: sum_{j > K} c j^-alpha1 ~ c (K + 1/2)^(1 - alpha1) / (alpha1 - 1)).
@@ -180,7 +210,10 @@ def theory_window(t_star, zeta, V, *, a: float = 1.0, t_max: float | None = None
     t_lo = float(t_star[k_lo - 1])
     t_hi = float(t_star[k_hi - 1])
     if not t_hi > t_lo:
-        raise ValueError(f"Empty fitting window: modes {k_lo}..{k_hi}, t in [{t_lo:.4g}, {t_hi:.4g}].")
+        raise ValueError(f"Empty fitting window: modes {k_lo}..{k_hi}, t in [{t_lo:.4g}, {t_hi:.4g}]: the missing "
+                         f"tail beyond the last of the {K} modes is above cutoff = {cutoff:g} of the excess loss from "
+                         f"mode {k_hi + 1} on, and the drops are resolved up to mode {k_lo}, so these modes show a "
+                         f"staircase, not a power law: more modes are needed (or a longer horizon t_max).")
     return Window(t_lo, t_hi, k_lo, k_hi, "; ".join(notes))
 
 
@@ -204,6 +237,8 @@ def predict_exponent(zeta, V, *, t_star=None, C=None, z0=None, a: float = 1.0, t
         _checks.positive("z0", z0, what=" (the initial amplitudes of Theorem 8)")
         _checks.positive("C", C, what=" (C_k of every mode of a power law)")
         t_star = predicted_ignition_times(zeta, C, z0, a=a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _check_order(t_star, np.asarray(C, float) * np.asarray(z0, float) / zeta)
     zeta, V, t_star = _check_modes(zeta, V, t_star)
     win = theory_window(t_star, zeta, V, a=a, t_max=t_max, resolution=resolution, cutoff=cutoff,
                         min_modes=min_modes)

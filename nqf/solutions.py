@@ -22,11 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 import xarray as xr
 
 from nqf.closed_forms import theorem4, theorem5, theorem7, theorem16
 from nqf.forms import DiagonalForm, StructureForm
-from nqf.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
+from nqf.lotka_volterra import (LotkaVolterra, glv, logistic_solution, lv_coefficients, mode_order,
+                                shared_eigenbasis)
+from nqf.losses import sample_count
 from nqf import _checks
 from nqf.mflow import SecondMoment, mflow
 
@@ -35,7 +38,18 @@ _DENSE_CHECK_ELEMENTS = 2 ** 26  # largest m * p^2 for which dense A_mu are form
 
 @dataclass
 class Solution:
-    """A predicted trajectory: M(t), the loss, and (when a mode basis exists) the amplitudes z."""
+    """A predicted trajectory: M(t), the loss, and (when a mode basis exists) the amplitudes z.
+
+    ``loss`` is (1/n) sum_mu sum_c (f_mu,c - y_mu,c)^2 with n = y.shape[0] samples and ``t`` the
+    gradient-flow time of that loss, the clock of :func:`nqf.train` (t = c lr step; nqf.losses).
+    Modes: ``z[:, k]`` = basis[:, k]^T M basis[:, k], so ``basis[:, k]`` is mode k's direction in
+    the user's parameter space (p entries). Under Assumption 1 (theorem6/5/4, glv) the modes are
+    ordered by decreasing growth rate r_k = ``info['r']`` (the ignition order from a common
+    initial scale), and diagonal data keep the coordinate order (basis = I); under
+    theorem16/corollary4 the modes the flow moves (z0 > 0, ``info['support']``) come first, by
+    decreasing rate gamma_a, and Corollary 4's ``tau``, ``rho``, ``c`` and its singular directions
+    ``u`` (n_out, r), ``v`` (n_in, r) are given over that support only.
+    """
 
     method: str
     residual: float
@@ -138,12 +152,13 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
     the exact recursions of :func:`nqf.discrete_flow`, or :func:`nqf.mflow` with weight_decay.
     For ``mflow`` (no condition needed) the reported residual is 0.
     """
+    n = sample_count(y)
     y = _checks.targets(form, y)
     t = _checks.time_grid("t", t)
     M0 = _checks.initial_state(M0, W0, form.p)
     tol = _checks.scalar("tol", tol, low=0.0)
     seed = _checks.seed("seed", seed)
-    stats = SecondMoment.from_form(form, y)
+    stats = SecondMoment.from_form(form, y.reshape(n, -1))
     methods = ("auto", "theorem7", "theorem6", "theorem5", "theorem4", "glv", "corollary4",
                "theorem16", "mflow")
     if method not in methods:
@@ -157,13 +172,16 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
     dense_ok = (isinstance(form, DiagonalForm) or stats.diagonal
                 or form.m * form.p ** 2 <= _DENSE_CHECK_ELEMENTS)
     if dense_ok:
-        diag_form = DiagonalForm(np.diagonal(form.dense().cpu().numpy(), axis1=1, axis2=2)) \
+        diag_form = DiagonalForm(torch.diagonal(form.dense(), dim1=1, dim2=2).detach().cpu().clone()) \
             if stats.diagonal and not isinstance(form, DiagonalForm) else form
         P, lam, res = shared_eigenbasis(diag_form, seed)
         cond["assumption1"] = max(res["commutator"], res["off_diagonal"])
     if dense_ok and (cond["assumption1"] <= tol or method in ("theorem6", "theorem5", "theorem4", "glv")):
-        r, C = lv_coefficients(lam, y)
-        lv = LotkaVolterra(r=r, C=C, lam=lam, y=y, basis=P, residuals=res)
+        yn = y.reshape(n, -1)  # the loss's n samples (nqf.losses)
+        r, C = lv_coefficients(lam, yn)
+        order, signs = mode_order(P, r, isinstance(diag_form, DiagonalForm))
+        P, lam, r, C = P[:, order] * signs, lam[:, order], r[order], C[np.ix_(order, order)]
+        lv = LotkaVolterra(r=r, C=C, lam=lam, y=y, basis=P, residuals=res, samples=n)
         z0 = np.diagonal(P.T @ M0 @ P).copy()
         cond["theorem6"] = _rel_offdiag(C)
         cond.update(sample_conditions(lam))
@@ -172,10 +190,10 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
         if choice == "theorem6":
             z = logistic_solution(r, np.diagonal(C), z0, t)
         elif choice == "theorem5":
-            z = theorem5(lam, y, z0, t)
+            z = theorem5(lam, yn, z0, t)
         elif choice == "theorem4":
             u, s, vt = np.linalg.svd(lam, full_matrices=False)
-            z = theorem4(s[0] * vt[0], u[:, 0], y, z0, t)
+            z = theorem4(s[0] * vt[0], u[:, 0], yn, z0, t)
         else:
             z = glv(r, C, z0, t)
         residual = cond["assumption1"] if choice == "glv" else max(cond["assumption1"], cond[choice])
@@ -188,12 +206,19 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
         if th["residual"] <= tol or method != "auto":
             split = feedforward_split(form.dense().cpu().numpy()) if dense_ok else None
             name = "corollary4" if split is not None and method != "theorem16" else "theorem16"
-            z = theorem16(th["gamma"], th["kappa"], th["z0"], t)
-            Q = th["basis"]
+            # modes the flow can move (z0 > 0) first, by decreasing rate gamma, then the rest
+            live = np.isin(np.arange(th["gamma"].size), th["support"])
+            order = np.lexsort((-th["gamma"], ~live))
+            Q, gamma, kappa = th["basis"][:, order], th["gamma"][order], th["kappa"][order]
+            z = theorem16(gamma, kappa, th["z0"][order], t)
             M = np.einsum("pa,ta,qa->tpq", Q, z, Q)
-            info = {"gamma": th["gamma"], "kappa": th["kappa"], "support": th["support"]}
-            if name == "corollary4":  # rho_a = z_a / 2, tau_a = gamma_a / 2, c_a = kappa_a
-                info.update(n_out=split, tau=th["gamma"] / 2, rho=z / 2)
+            ns = int(live.sum())
+            info = {"gamma": gamma, "kappa": kappa, "support": np.arange(ns)}
+            if name == "corollary4":  # over the support: rho_a = z_a / 2, tau_a = gamma_a / 2, c_a = kappa_a
+                u, v = Q[:split, :ns], Q[split:, :ns]
+                info.update(n_out=split, tau=gamma[:ns] / 2, rho=z[:, :ns] / 2, c=kappa[:ns],
+                            u=u / np.maximum(np.linalg.norm(u, axis=0), 1e-300),
+                            v=v / np.maximum(np.linalg.norm(v, axis=0), 1e-300))
             return Solution(name, th["residual"], cond, t, M, stats.loss(M), z=z, basis=Q, info=info)
     ds = mflow(stats, M0=M0, t=t)
     return Solution("mflow", 0.0, cond, t, ds["M"].values, ds["loss"].values,

@@ -165,17 +165,32 @@ class _Equilibrium:
         return self.r - (self.c * z if self.diagonal else self.U.T @ (self.U @ z))
 
 
-def staircase(r, C, x0=-1.0, *, loss0: float = 0.0, max_events: int | None = None) -> Staircase:
+def reducible_loss(r, C) -> float:
+    """r^T C^+ r / 8: the part of L(0) that any z (of any sign) can remove, i.e. L(0) minus the
+    least-squares floor min_z (1/n) |Lambda z - y|^2 (r = (8/n) Lambda^T y, C = (8/n) Lambda^T
+    Lambda). It equals L(0) = (1/n) sum y^2 when y lies in the span of Lambda's columns."""
+    r, C = np.asarray(r, float), np.asarray(C, float)
+    if C.ndim == 1:
+        live = C > 0
+        return float(np.sum(r[live] ** 2 / C[live]) / 8.0)
+    sol = np.linalg.lstsq(C, r, rcond=1e-12)[0]
+    return float(max(r @ sol, 0.0) / 8.0)
+
+
+def staircase(r, C, x0=-1.0, *, loss0: float | None = None, max_events: int | None = None) -> Staircase:
     """Solve the eps -> 0 event dynamics of dz/dt = z (r - C z) from x(0) = ``x0``.
 
     ``C`` is (K, K) PSD or the vector of a diagonal C. ``x0`` = ln z(0) / ln(1/eps) (scalar or
     per mode; -1 for z(0) = eps c_k in the limit, -inf for modes that start at exactly 0).
-    ``loss0`` = L(z = 0) = mean(y^2) makes ``loss`` absolute (else it is relative to L(0)).
+    ``loss0`` = L(z = 0) = (1/n) sum y^2 (nqf.losses) makes ``loss`` the absolute training loss.
+    Without it (r and C do not determine y) L(0) is taken as :func:`reducible_loss` (r, C), so
+    ``loss`` is the loss above the least-squares floor: never negative, and the absolute loss
+    when the targets are realisable (y in the span of Lambda, e.g. a teacher's).
     """
     r = _checks.array("r", r, ndim=1, nonempty=True)
     K = r.size
     C = _checks.interaction_matrix(C, K)
-    loss0 = _checks.scalar("loss0", loss0)
+    loss0 = reducible_loss(r, C) if loss0 is None else _checks.scalar("loss0", loss0)
     if max_events is not None:
         max_events = _checks.integer("max_events", max_events, minimum=0)
     if C.ndim == 2 and not np.any(C - np.diag(np.diagonal(C))):
@@ -250,10 +265,11 @@ def _diagonal_staircase(r: np.ndarray, c: np.ndarray, x0: np.ndarray, loss0: flo
     return Staircase(tau_start, None, None, None, loss, events, diagonal=(r, c, x0))
 
 
-def staircase_from_init(r, C, z0, eps: float, *, loss0: float = 0.0) -> Staircase:
+def staircase_from_init(r, C, z0, eps: float, *, loss0: float | None = None) -> Staircase:
     """Staircase with x(0) = ln z0 / ln(1/eps): the finite-eps starting point, exact as eps -> 0.
 
-    eps must lie in (0, 1): ln(1/eps) is the time unit and must be positive."""
+    eps must lie in (0, 1): ln(1/eps) is the time unit and must be positive; ``loss0`` as in
+    :func:`staircase`."""
     eps = _checks.scalar("eps", eps, low=0.0, high=1.0, low_open=True, high_open=True)
     z0 = _checks.array("z0", z0, ndim=(0, 1))
     _checks.nonnegative("z0", z0)

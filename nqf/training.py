@@ -68,7 +68,8 @@ def make_optimizer(name: str, params, lr: float, momentum: float = 0.9,
 
 
 def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """(1/m) sum_mu (f_mu - y_mu)^2 for each replica: f (R, m) or (R, m, k), y (m,) or (m, k)."""
+    """(1/n) sum_mu sum_c (f_mu,c - y_mu,c)^2 for each replica (Eq. 26, nqf.losses): f (R, n) or
+    (R, n, k), y (n,) or (n, k); n = y.shape[0], the samples (outputs are summed)."""
     residual = f - y
     return residual.pow(2).flatten(1).sum(1) / y.shape[0]
 
@@ -127,8 +128,10 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     ``record(model)`` (default: ``M`` = W W^T if the model has ``order_parameter``), a variable
     over (``replica_dim``, ``step``, ...). ``loss`` is the convention the optimizer minimises
     (nqf.losses; ``loss_samples`` is the n of its sum conventions, by default ``len(y)``, the
-    samples of targets shaped (m,) or (m, k)); the recorded ``loss`` is always Eq. 26's, and the
-    ``step`` dimension carries the coordinate ``time`` = c * lr * step, the Eq. 26 flow time.
+    samples of targets shaped (n,) or (n, k)); the recorded ``loss`` is always Eq. 26's,
+    (1/n) sum over samples and outputs with n = y.shape[0] (the convention nqf.predict, nqf.mflow
+    and SecondMoment use for the same y), and the ``step`` dimension carries the coordinate
+    ``time`` = c * lr * step, the Eq. 26 flow time.
     Raises :class:`TrainingDiverged` at the first non-finite loss (exactly on the CPU; within
     32 steps on other devices).
     """
@@ -179,6 +182,9 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
             losses.append(loss_np)
             with torch.no_grad():
                 for key, val in record(model).items():
+                    if key not in recorded and (val.ndim == 0 or val.shape[0] != loss_np.shape[0]):
+                        raise ValueError(f"record's {key!r} must have one row per replica, shape ({loss_np.shape[0]}, ...), "
+                                         f"like the loss; got shape {tuple(val.shape)} (add a leading axis: value[None]).")
                     recorded.setdefault(key, []).append(val.detach().cpu().numpy())
             next_idx += 1
         if step == steps:

@@ -20,14 +20,20 @@ class Activation:
         """Refuse an analytic A(x) where Theorem 1 does not apply, saying which hypothesis fails."""
         if not self.smooth:
             raise ValueError(f"{where}: activation {self.name!r} is not C^3 at 0, so Theorem 1 "
-                             f"does not apply and A(x) is undefined; use tanh or gelu.")
+                             f"does not apply and A(x) is undefined; use tanh, gelu or linear.")
         if self.value0 != 0.0:
             raise ValueError(f"{where}: activation {self.name!r} has phi(0) = {self.value0} != 0, so "
                              f"ZGZ fails and the pure NQF does not apply; nqf.expansion(module.unit, "
                              f"x, module.p) returns the non-zero gradient g(x).")
 
 
+def _identity(z: torch.Tensor) -> torch.Tensor:
+    return z
+
+
 ACTIVATIONS: dict[str, Activation] = {
+    # phi(z) = z: a linear network (Saxe et al.), exactly quadratic in each unit's w, so its NQF is exact
+    "linear": Activation("linear", _identity, 0.0, 1.0, odd=True, smooth=True),
     "tanh": Activation("tanh", torch.tanh, 0.0, 1.0, odd=True, smooth=True),
     # exact (erf) GELU: x Phi(x), phi'(0) = 1/2, phi''(0) = 2 / sqrt(2 pi) != 0, so no Z2 symmetry
     "gelu": Activation("gelu", torch.nn.functional.gelu, 0.0, 0.5, odd=False, smooth=True),

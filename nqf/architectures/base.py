@@ -64,6 +64,7 @@ QUERY_CONTEXT = (("query", ("feature",)), ("context", ("feature", "token")))
 SIZE_ARGUMENTS = ("D", "width", "n_outputs", "d_k", "d_v", "seq_len", "P", "expert_hidden",
                   "n_rows", "n_cols", "n", "n_out", "n_in", "p")
 PAIR_ARGUMENTS = ("image", "kernel")
+OPTIONAL_SIZES = ("d_k",)  # sizes that may be None where a class documents what None means
 
 
 def _checked_arguments(cls_name: str, bound: dict) -> dict:
@@ -77,6 +78,8 @@ def _checked_arguments(cls_name: str, bound: dict) -> dict:
     for name, value in bound.items():
         where = f"{cls_name}: {name}"
         if name in SIZE_ARGUMENTS:
+            if value is None and name in OPTIONAL_SIZES:
+                continue  # None = the class's documented default (e.g. tied_qk's d_k = width)
             out[name] = _checks.integer(where, value, minimum=1)
         elif name in PAIR_ARGUMENTS:
             if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:

@@ -29,7 +29,7 @@ class Architecture:
     analytic factored A(x) and the weights -> W reader. ``implementation`` names the class as
     "file.Class" in nqf.architectures, built with ``options`` (e.g. another activation) under
     any overrides. ``z2`` is the theory's claim about the per-unit sign symmetry (rate 1/phi vs
-    phi^-1/2); ``exact`` marks the Table 3 models, which are quadratic already, so their NQF has
+    phi^-1/2); ``exact`` marks the models that are quadratic already (Table 3, the linear network), so their NQF has
     no error at all. ``title`` describes the module; ``figure_titles`` are the labels a paper
     figure gives it instead ("Fig. 2" -> "MLP"). ``higher_order`` is the first term Theorem 1
     drops (where the module leaves its NQF). ``rank_one_units``: each unit adds one rank-one term
@@ -65,6 +65,10 @@ _ENTRIES = [
     Architecture("mlp_gelu", "2-layer MLP (GELU, no Z2)", "Prop. 1, Eq. 6", "mlp.TwoLayerMLP", z2=False,
                  options={"activation_name": "gelu"},
                  higher_order="GELU quadratic term, the unit is cubic in w, error O(|W|^3)", rank_one_units=True),
+    Architecture("mlp_linear", "2-layer linear network (Saxe)", "Prop. 1 with phi(z) = z; App. B.7 Cor. 4",
+                 "mlp.TwoLayerMLP", z2=True, exact=True, options={"activation_name": "linear"},
+                 higher_order="none: a linear unit v (u . x) is quadratic in w, the NQF is exact",
+                 rank_one_units=True),
     Architecture("cnn", "1-layer CNN, sum pool", "Prop. 6, Eq. 16", "cnn.OneLayerCNN", z2=True,
                  figure_titles={"Fig. 2": "CNN", "Fig. 7": "1-layer CNN"},
                  higher_order="tanh cubic term per patch, error O(|W|^4)", rank_one_units=True),

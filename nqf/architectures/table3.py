@@ -207,14 +207,21 @@ class TiedQueryKey(QuadraticUnitModel):
     """Tied query-key attention score u^T W_t^T W_t x / sqrt(d_k), u = Sigma_X c (Table 3).
 
     The neurons are the d_k rows of the paper's W_t, i.e. our columns w_i (D); inputs (x, X) with a
-    fixed readout c. A = (x u^T + u x^T) / (2 sqrt d_k), with d_k = width.
+    fixed readout c. A = (x u^T + u x^T) / (2 sqrt d_k). In the paper W_t has d_k rows, so
+    d_k is the number of units and by default ``d_k = width``: then A(x), hence the NQF, changes
+    with the width (the 1/sqrt(d_k) of attention). Give ``d_k`` to fix the scale while varying the
+    number of units (a width sweep on one A(x)).
     """
 
     input_layout = QUERY_CONTEXT
 
-    def __init__(self, D: int = 4, width: int = 2, seq_len: int = 5, seed: int | None = 0, dtype=torch.float64):
+    def __init__(self, D: int = 4, width: int = 2, seq_len: int = 5, seed: int | None = 0, dtype=torch.float64,
+                 d_k: int | None = None):
         super().__init__(D, width, seed, dtype)
         self.seq_len = seq_len
+        self.d_k = width if d_k is None else int(d_k)
+        if self.d_k < 1:
+            raise ValueError(f"d_k must be a positive integer (the 1/sqrt(d_k) scale); got {d_k!r}.")
         self.register_buffer("readout", gaussian(generator((seed or 0) + 1), D, 1, dtype=dtype))
 
     def blocks(self):
@@ -225,11 +232,11 @@ class TiedQueryKey(QuadraticUnitModel):
 
     def unit(self, w, x):
         query, X = x
-        return ((self._u(X[None])[0] @ w) * (w @ query))[None] / math.sqrt(self.width)
+        return ((self._u(X[None])[0] @ w) * (w @ query))[None] / math.sqrt(self.d_k)
 
     def structure(self, x) -> StructureForm:
         query, X = x
-        left = (query / math.sqrt(self.width))[:, None, None, :]
+        left = (query / math.sqrt(self.d_k))[:, None, None, :]
         return BlockBilinearForm(self.p, (0, self.p), (0, self.p), left, self._u(X)[:, None, None, :])
 
     def sample_inputs(self, m, gen):

@@ -126,7 +126,7 @@ def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra
 
     lv = LotkaVolterra.from_data(form, y)
     m = form.m
-    Y = form.weighted_sum(torch.as_tensor(4.0 / m * lv.y, dtype=torch.float64)).cpu().numpy()
+    Y = form.weighted_sum(torch.as_tensor(4.0 / lv.samples * lv.y, dtype=torch.float64)).cpu().numpy()
     loss_min, z_inf = min_loss(lv)
     ds = xr.Dataset(
         {

@@ -94,7 +94,7 @@ def test_module_converges_to_its_nqf_at_the_predicted_rate(name):
 def test_quadratic_models_are_exact_nqfs(name):
     module, x = built(name)
     errors = phi_errors(module, x, [1.0, 1e3, 1e6])
-    scale = float(module(x).abs().max())
+    scale = float(module(x).detach().abs().max())
     assert max(errors) <= 1e-12 * max(scale, 1.0)
     W = torch.randn(module.p, module.width, generator=rng(23), dtype=F64)
     assert torch.allclose(module.nqf_outputs(W, x), module.forward_with(W, x), rtol=1e-12, atol=1e-12)
@@ -411,3 +411,29 @@ def test_registry_facts_load_without_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     assert out.stdout.strip() == "False"
+
+
+def test_linear_network_is_buildable_and_exact():
+    """ARCHITECTURES['mlp_linear'] (activation 'linear') is the Saxe network f(x) = V U x: its
+    module equals its NQF at any W, and A_c(x) = 1/2 [[0, x e_c^T], [e_c x^T, 0]]."""
+    net = ARCHITECTURES["mlp_linear"].build(D=3, width=4, n_outputs=2)
+    x = torch.randn(5, 3, dtype=F64, generator=rng(1))
+    with torch.no_grad():
+        assert torch.allclose(net(x), x @ net.U.T @ net.V.T, rtol=1e-13)
+    W = 3 * torch.randn(net.p, 4, dtype=F64, generator=rng(2))
+    assert torch.allclose(net.nqf_outputs(W, x), net.forward_with(W, x), rtol=1e-12)
+    A = net.structure(x).dense().reshape(5, 2, net.p, net.p)
+    assert torch.allclose(A[1, 0, :3, 3], x[1] / 2) and torch.all(A[:, :, :3, :3] == 0)
+    assert nqf.expansion(net.unit, x[0], net.p).z2_symmetric
+
+
+def test_tied_qk_scale_follows_d_k_not_the_width_when_given():
+    """tied_qk's 1/sqrt(d_k): d_k = width by default (the paper's W_t has d_k rows = units), so A(x)
+    changes with the width; an explicit d_k keeps A(x) fixed across widths."""
+    small, wide = (ARCHITECTURES["tied_qk"].build(D=3, width=w, seed=0) for w in (2, 8))
+    x = small.sample_inputs(4, rng(3))
+    a_small, a_wide = small.structure(x).dense(), wide.structure(x).dense()
+    assert torch.allclose(a_small, 2 * a_wide)  # sqrt(8 / 2)
+    fixed = [ARCHITECTURES["tied_qk"].build(D=3, width=w, seed=0, d_k=2).structure(x).dense() for w in (2, 8)]
+    assert torch.allclose(fixed[0], fixed[1]) and torch.allclose(fixed[0], a_small)
+    assert torch.allclose(nqf.structure_matrix(wide.unit, (x[0][0], x[1][0]), wide.p), a_wide[0], atol=1e-12)

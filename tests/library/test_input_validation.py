@@ -324,7 +324,7 @@ CASES = [
     ("predict_exponent: constant zeta", lambda: predict_exponent(np.full(30, 0.5), V30, t_star=np.arange(1.0, 31.0)),
      ValueError, ["zeta", "alpha2 > 0"]),
     ("predict_exponent: t_star decreasing", lambda: predict_exponent(ZETA, V30, t_star=TSTAR[::-1]), ValueError,
-     ["t_star", "increase"]),
+     ["ordered by ignition time", "increasing", "mode 2"]),
     ("theory_window: resolution -1", lambda: theory_window(TSTAR, ZETA, V30, resolution=-1.0), ValueError,
      ["resolution", "> 0"]),
     ("load_digit_task: n_train -1", lambda: load_digit_task("digits8x8", n_train=-1, n_test=1), ValueError,

@@ -90,3 +90,99 @@ def test_theorem6_predicts_every_reading():
         exact = logistic_solution(r, C, np.full(4, eps), t)
         err = np.max(np.abs(z - exact) / exact, axis=0)
         assert np.all(err <= bound), (conv, err, bound)
+
+
+# ---- vector outputs: one convention through every entry point ------------------------------
+# Targets Y (n, n_out) in the form's sample-major order; L = (1/n) sum over samples and outputs
+# (nqf.losses). Before the fix predict / mflow / SecondMoment normalised by n * n_out while
+# train used n: their trajectories ran n_out times slower (max relative error of M 0.59).
+
+def _saxe_problem(n=12, n_in=3, n_out=2, seed=0):
+    """A linear two-layer network (ARCHITECTURES['mlp_linear']) on whitened inputs, teacher targets
+    Y (n, n_out): data matrices A_(mu,c) = 1/2 [[0, x_mu e_c^T], [e_c x_mu^T, 0]]."""
+    rng = np.random.default_rng(seed)
+    X, _ = np.linalg.qr(rng.standard_normal((n, n_in)))
+    X = torch.as_tensor(X * np.sqrt(n))
+    net = ARCHITECTURES["mlp_linear"].build(D=n_in, width=4, n_outputs=n_out)
+    Y = (X @ torch.as_tensor(rng.standard_normal((n_out, n_in))).T).numpy()
+    return net, net.structure(X), Y
+
+
+def _rel(a, b):
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def test_vector_targets_same_loss_everywhere():
+    """At the same M, every loss of the library is (1/n) sum over samples and outputs: train's
+    recorded loss, QuadraticModel.loss_and_grad, training.mse_per_replica, SecondMoment.loss and
+    LotkaVolterra.loss (to rounding, 1e-12); the exact GD recursion reproduces train (1e-10)."""
+    from nqf.mflow import SecondMoment
+    from nqf.training import mse_per_replica
+
+    net, form, Y = _saxe_problem()
+    W0 = 0.3 * torch.randn(2, net.p, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    model = nqf.QuadraticModel(form, W0, device="cpu")
+    run = nqf.train(model, Y, lr=0.01, steps=200, n_record=20)
+    n = Y.shape[0]
+    Yt = torch.as_tensor(Y)
+    f = model().detach()
+    direct = ((f.reshape(2, n, -1) - Yt) ** 2).sum((1, 2)) / n
+    loss, _ = model.loss_and_grad(Yt)
+    assert torch.allclose(loss, direct, rtol=1e-12) and torch.allclose(mse_per_replica(f.reshape(2, n, -1), Yt), direct)
+    stats = SecondMoment.from_form(form, Y)
+    assert stats.m == n
+    assert _rel(stats.loss(run["M"].values), run["loss"].values) < 1e-12
+    ref = nqf.discrete_flow(form, W0=W0[0].numpy(), y=Y, lr=0.01, steps=200, record_steps=run["step"].values)
+    assert _rel(ref["M"].values, run["M"].values[0]) < 1e-10
+    assert _rel(ref["loss"].values, run["loss"].values[0]) < 1e-10
+
+
+def test_vector_targets_train_predict_mflow_agree_to_the_gd_budget():
+    """train vs predict vs mflow with 2-D targets, generic init (predict -> M-flow) and Corollary 4
+    (balanced aligned init, closed form), and Theorem 6 (diagonal data, vector outputs).
+
+    Budget: GD with step lr samples the flow at t = lr step with an O(lr) error, so the max
+    relative error of M(t) over the run is first order in lr: halving lr must halve it (ratio in
+    [1.8, 2.2]) and at lr = 0.01 it must stay below 0.05. predict and mflow agree with each
+    other to the integrator's 1e-6. The old clock mismatch gives 0.59 at every lr."""
+    from nqf.closed_forms import corollary4_init, corollary4_modes
+
+    net, form, Y = _saxe_problem()
+    t_end = 6.0
+
+    def errors(W0, method="auto"):
+        out = []
+        for lr in (0.01, 0.005):
+            run = nqf.train(nqf.QuadraticModel(form, torch.as_tensor(W0)[None], device="cpu"), Y, lr=lr,
+                            steps=int(round(t_end / lr)), n_record=40)
+            t = run["time"].values
+            sol = nqf.predict(form, Y, t, W0=W0, method=method)
+            flow = nqf.mflow(form, W0=W0, y=Y, t=t, rtol=1e-12)
+            assert _rel(sol.M, flow["M"].values) < 1e-6 and _rel(sol.loss, flow["loss"].values) < 1e-6
+            out.append((sol.method, _rel(run["M"].values[0], sol.M), _rel(run["loss"].values[0], sol.loss)))
+        return out
+
+    generic = 0.1 * np.random.default_rng(3).standard_normal((net.p, 4))
+    S = form.dense().numpy()[:, :net.D, net.D:] * 2  # A = 1/2 [[0, S], [S^T, 0]], S (n * n_out, n_in, n_out)
+    modes = corollary4_modes(S, Y)
+    balanced = corollary4_init(modes["u"], modes["v"], np.full(modes["tau"].size, 1e-3), d=4)
+    for W0, method in ((generic, "mflow"), (balanced, "corollary4")):
+        (m1, e1, l1), (m2, e2, l2) = errors(W0)
+        assert m1 == m2 == method
+        assert e1 < 0.05 and 1.8 < e1 / e2 < 2.2, (method, e1, e2)
+        assert l1 < 0.05 and 1.8 < l1 / l2 < 2.2, (method, l1, l2)
+    # Theorem 6 with vector outputs: orthogonal diagonal features, Y (n, 2) flattened sample-major
+    Q, _ = np.linalg.qr(np.random.default_rng(5).standard_normal((8, 8)))
+    diag = nqf.DiagonalForm(torch.as_tensor(Q.T))  # 8 data matrices = 4 samples x 2 outputs
+    Yd = np.random.default_rng(6).uniform(0.5, 1.5, (4, 2))
+    W0 = 1e-2 * np.eye(8)
+    run = nqf.train(nqf.QuadraticModel(diag, torch.as_tensor(W0)[None], device="cpu"), Yd, lr=0.005,
+                    steps=600, n_record=30)
+    sol = nqf.predict(diag, Yd, run["time"].values, W0=W0)
+    assert sol.method == "theorem6"
+    assert _rel(run["M"].values[0], sol.M) < 0.02
+    # Flattened targets are a different problem (every entry a sample): its own clock, also consistent
+    flat = nqf.predict(diag, Yd.reshape(-1), run["time"].values, W0=W0)
+    run_flat = nqf.train(nqf.QuadraticModel(diag, torch.as_tensor(W0)[None], device="cpu"), Yd.reshape(-1),
+                         lr=0.005, steps=600, n_record=30)
+    assert _rel(run_flat["M"].values[0], flat.M) < 0.02 and _rel(flat.M, sol.M) > 0.1

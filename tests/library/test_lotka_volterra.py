@@ -153,3 +153,35 @@ def test_structure_file_stores_the_second_moment_operator():
     assert np.allclose(ds["Y_matrix"].values, 4 / 3 * np.einsum("m,mpq->pq", y, A), atol=1e-12)
     diag, _ = structure_dataset(nqf.DiagonalForm(torch.as_tensor(lam)), y)
     assert np.allclose(diag["K_diag"].values, 4 / 3 * lam.T @ lam, atol=1e-12)
+
+
+def test_modes_come_ordered_with_their_directions():
+    """A dense form's modes: sorted by decreasing r_k (ignition order from a common init), each with
+    its direction basis[:, k] in the user's parameter space (A_mu q_k = lam_mu,k q_k, sign fixed:
+    largest entry positive); predict's z uses the same order and directions. Diagonal data (also
+    given as a DenseForm) keep the coordinate order, basis = I."""
+    P, lam, A = commuting_dense(m=7, p=5, seed=2)
+    y = np.random.default_rng(3).standard_normal(7)
+    lv = nqf.LotkaVolterra.from_data(nqf.DenseForm(torch.as_tensor(A)), y)
+    assert np.all(np.diff(lv.r) <= 0)
+    q = lv.basis
+    assert np.allclose(np.einsum("mpq,qk->mpk", A, q), lam_q := lv.lam[:, None, :] * q[None], atol=1e-12)
+    assert np.all(q[np.argmax(np.abs(q), axis=0), np.arange(5)] > 0)
+    sol = nqf.predict(nqf.DenseForm(torch.as_tensor(A)), y, np.linspace(0, 2, 5), M0=1e-3 * np.eye(5))
+    assert sol.method == "glv" and np.allclose(sol.info["r"], lv.r) and np.allclose(np.abs(sol.basis.T @ q), np.eye(5))
+    assert np.allclose(sol.z, np.einsum("pk,tpq,qk->tk", q, sol.M, q), rtol=1e-10)
+    d = np.random.default_rng(4).standard_normal((6, 3))
+    dense = nqf.DenseForm(torch.as_tensor(np.einsum("mk,kl->mkl", d, np.eye(3))))
+    lv_d = nqf.LotkaVolterra.from_data(dense, y[:6])
+    assert np.array_equal(lv_d.basis, np.eye(3)) and np.allclose(lv_d.lam, d)
+
+
+def test_predict_on_diagonal_dense_data_warns_nothing():
+    """Diagonal data as a DenseForm: predict takes the diagonal path without torch's
+    'non-writable NumPy array' warning (a read-only np.diagonal view used to reach torch)."""
+    d = np.random.default_rng(0).uniform(0.5, 1.5, (4, 3))
+    form = nqf.DenseForm(torch.as_tensor(np.einsum("mk,kl->mkl", d, np.eye(3))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sol = nqf.predict(form, np.ones(4), np.linspace(0, 1, 4), M0=1e-3 * np.eye(3))
+    assert sol.method in ("theorem6", "glv", "theorem4", "theorem5")

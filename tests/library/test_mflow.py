@@ -159,3 +159,25 @@ def test_diagonal_mflow_is_safe_at_extreme_scales():
     z_exact = nqf.logistic_solution(8 / 3 * y, np.full(3, 8 / 3), np.full(3, 1e-30), t)
     assert np.allclose(np.diagonal(M, axis1=1, axis2=2), z_exact, rtol=1e-6, atol=0)
     assert M[-1, 2, 2] < 1e-100
+
+
+def test_converged_loss_has_no_cancellation():
+    """A realisable problem run to convergence: the M-flow's loss is computed from the residuals,
+    so it keeps falling far below 1e-16 of the initial loss instead of hitting exact zeros
+    (the expanded square <M, K M>/4 - <Y, M>/2 + y2 clipped 25 of 81 points to 0)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 3, 3))
+    A = (A + A.transpose(0, 2, 1)) / 2
+    W_star = rng.standard_normal((3, 3))
+    y = np.einsum("mpq,pq->m", A, W_star @ W_star.T)
+    t = np.geomspace(1e-2, 400, 81)
+    ds = nqf.mflow(nqf.DenseForm(torch.as_tensor(A)), W0=0.5 * np.eye(3), y=y, t=t, rtol=1e-12)
+    loss = ds["loss"].values
+    assert np.all(loss > 0) and loss[-1] < 1e-16 * loss[0]
+    M = ds["M"].values
+    direct = np.mean((np.einsum("mpq,tpq->tm", A, M) - y) ** 2, axis=1)
+    # both from residuals: equal to rounding, which is ~1e-15 |f| on a residual, i.e. relative
+    # 1e-10 while the loss is above 1e-10 of L(0) and ~1e-3 at the 1e-25 floor
+    big = loss > 1e-10 * loss[0]
+    assert np.allclose(loss[big], direct[big], rtol=1e-10, atol=0)
+    assert np.allclose(loss[~big], direct[~big], rtol=1e-2, atol=0)

@@ -197,3 +197,19 @@ def test_drop_count_grows_linearly_in_log_inverse_eps():
     assert np.all(np.diff(measured) > 0)
     slope = np.polyfit(logs, measured, 1)[0]
     assert slope == pytest.approx(0.8 / np.log(81), rel=0.25)
+
+
+def test_ordering_error_names_the_mode_and_the_cause():
+    """Theorem 8's t* falls in k when z0 nears a mode's saturation zeta_k / C_k: the error names
+    the first mode that ignites early, its t*, and says to lower z0 or keep the earlier modes."""
+    k = np.arange(1, 60)
+    zeta, V, C = k ** -1.0, k ** -2.0, np.ones(k.size)
+    z0 = np.full(k.size, 0.02)  # mode 50 (zeta = 0.02) starts at its saturation level
+    with pytest.raises(ValueError) as err:
+        predict_exponent(zeta, V, C=C, z0=z0)
+    msg = str(err.value)
+    assert "mode " in msg and "t* =" in msg and "saturation" in msg and "lower z0" in msg
+    first = int(msg.split("but mode ")[1].split()[0])
+    t_star = predicted_ignition_times(zeta, C, z0)
+    fin = np.isfinite(t_star)
+    assert t_star[first - 1] < np.max(t_star[:first - 1][fin[:first - 1]])

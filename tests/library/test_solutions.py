@@ -279,3 +279,23 @@ def test_closed_forms_are_safe_at_eps_1e30_with_unlearnable_samples():
     assert np.allclose(z[-1, :6] @ lam[:2, :6].T, y[:2], rtol=1e-6)  # learned samples fitted
     assert np.all(z[-1, 6:9] < 1e-30)  # the y < 0 sample's modes decay
     assert sol.method == "theorem5" and np.isclose(sol.loss[-1], (0.5 ** 2) / 4, rtol=1e-6)
+
+
+def test_corollary4_info_is_ordered_and_restricted_to_the_support():
+    """Corollary 4's tau, rho, c, u, v cover the modes the flow moves (z0 > 0) only, ordered by
+    decreasing tau; they match corollary4_modes (singular values and vectors, up to sign), and the
+    full gamma / kappa list the support first."""
+    S, y, A = linear_network_data()
+    modes = corollary4_modes(S, y)
+    rho0 = np.array([1e-4, 2e-4, 5e-5])
+    W0 = corollary4_init(modes["u"], modes["v"], rho0, d=5)
+    sol = predict(nqf.DenseForm(torch.as_tensor(A)), y, np.linspace(0, 30, 31), W0=W0)
+    info = sol.info
+    assert sol.method == "corollary4" and info["tau"].shape == (3,) and info["rho"].shape == (31, 3)
+    assert np.all(np.diff(info["tau"]) <= 0) and np.all(info["tau"] > 0)
+    assert np.allclose(info["tau"], np.sort(modes["tau"])[::-1], rtol=1e-10)
+    order = np.argsort(-modes["tau"])
+    assert np.allclose(np.abs(np.sum(info["u"] * modes["u"][:, order], axis=0)), 1, atol=1e-8)
+    assert np.allclose(np.abs(np.sum(info["v"] * modes["v"][:, order], axis=0)), 1, atol=1e-8)
+    assert np.allclose(info["rho"][0], rho0[order], rtol=1e-8)
+    assert np.array_equal(info["support"], np.arange(3)) and np.all(sol.z[:, 3:] == 0)

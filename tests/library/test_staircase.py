@@ -142,3 +142,17 @@ def test_extreme_inputs_are_safe():
     assert np.all(np.isfinite(sc.loss)) and np.all(np.isfinite(sc_eps.loss))
     with pytest.raises(ValueError, match="range of C"):
         nqf.staircase(np.array([1.0, -1.0]), np.array([[1.0, 1.0], [1.0, 1.0]]))
+
+
+def test_default_loss_is_never_negative():
+    """Without loss0 the staircase reports the loss above the least-squares floor (r^T C^+ r / 8
+    removed from L(0)): non-negative, and with realisable targets the absolute loss."""
+    rng = np.random.default_rng(1)
+    lam = rng.standard_normal((8, 3))
+    y = lam @ np.array([0.7, 0.3, 0.2])  # realisable, y in the span of Lambda
+    r, C = nqf.lv_coefficients(lam, y)
+    for CC in (C, np.diag(np.diag(C))):
+        sc = nqf.staircase(r, CC, -1.0)
+        assert np.all(sc.loss >= -1e-12 * np.mean(y ** 2))
+    sc = nqf.staircase(r, C, -1.0)
+    assert np.allclose(sc.loss, nqf.staircase(r, C, -1.0, loss0=np.mean(y ** 2)).loss, rtol=1e-9, atol=1e-12)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from matplotlib import transforms
 from matplotlib.collections import Collection, PathCollection
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
@@ -88,8 +89,12 @@ def _below(ax, legend):
     widest = max(legend.get_window_extent(renderer).width, 1.0)
     per_column = widest / max(legend._ncols, 1)
     ncols = int(max(1, min(len(labels), box.width // per_column)))
+    # anchored a fixed distance in points under the axes: constrained layout then shrinks the axes
+    # without moving the legend onto the axis label
+    drop = (box.y0 - tight.y0) / ax.get_figure().dpi + 0.03
+    anchor = transforms.offset_copy(ax.transAxes, fig=ax.get_figure(), y=-drop, units="inches")
     below = ax.legend(handles, labels, **{**kwargs, "ncols": ncols, "loc": "upper center",
-                                          "bbox_to_anchor": (0.5, (tight.y0 - box.y0) / box.height - 0.02)})
+                                          "bbox_to_anchor": (0.5, 0.0), "bbox_transform": anchor})
     setattr(below, AUTO, ())
     setattr(below, AUTO + "_below", True)
     return below
@@ -106,23 +111,24 @@ def _place(ax, legend) -> None:
 def place_legends(fig) -> None:
     """Put every legend made by nqf.plotting.legend at its first free candidate location (else
     below its axes, outside). Draws the figure first (constrained layout settles); where a legend
-    went below its axes the layout changes, and the figure is drawn again."""
-    auto = [(ax, ax.get_legend()) for ax in fig.get_axes()
-            if ax.get_legend() is not None and hasattr(ax.get_legend(), AUTO)]
-    if not auto:
-        return
-    fig.draw_without_rendering()
-    for ax, legend in auto:
-        _place(ax, legend)
-    if any(getattr(ax.get_legend(), AUTO + "_below", False) for ax, _ in auto):
+    went below its axes the layout changes (the axes shrink), so the figure is drawn again and
+    the legends still inside are placed anew, until none moves (at most 3 rounds)."""
+    axes = [ax for ax in fig.get_axes() if ax.get_legend() is not None and hasattr(ax.get_legend(), AUTO)]
+    for _ in range(3):
         fig.draw_without_rendering()
+        inside = [ax for ax in axes if not getattr(ax.get_legend(), AUTO + "_below", False)]
+        for ax in inside:
+            _place(ax, ax.get_legend())
+        if all(not getattr(ax.get_legend(), AUTO + "_below", False) for ax in inside):
+            return
+    fig.draw_without_rendering()
 
 
 def tidy_log_ticks(fig) -> None:
     """Every log axis of ``fig``: at most MAX_LOG_LABELS labelled ticks, minor ticks unlabelled.
-    An axis spanning a decade or more is labelled at powers of ten only (every n-th where there
-    are many); a narrower one, which has at most one power of ten in view, at 1, 2 and 5 times a
-    power of ten (1 to 9 where under a third of a decade), in scientific notation."""
+    An axis with two or more powers of ten in view is labelled at powers of ten only (every n-th
+    where there are many); a narrower one at 1, 2 and 5 times a power of ten (1, 2, 3, 5 where it
+    spans under a decade, 1-6 and 8 under half a decade), in scientific notation."""
     for ax in fig.get_axes():
         for axis, limits in ((ax.xaxis, ax.get_xlim), (ax.yaxis, ax.get_ylim)):
             if axis.get_scale() != "log":
@@ -131,11 +137,13 @@ def tidy_log_ticks(fig) -> None:
             if not (lo > 0 and math.isfinite(hi)):
                 continue
             decades = math.log10(hi / lo)
-            if decades >= 1.0:
+            powers = math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) + 1  # powers of ten in view
+            if powers >= 2:
                 axis.set_major_locator(LogLocator(base=10.0, numticks=MAX_LOG_LABELS + 1))
                 axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=True))
             else:
-                subs = (1.0, 2.0, 5.0) if decades >= 1 / 3 else (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
+                subs = ((1.0, 2.0, 5.0) if decades >= 1.0 else (1.0, 2.0, 3.0, 5.0) if decades >= 0.5
+                        else (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0))
                 axis.set_major_locator(LogLocator(base=10.0, subs=subs, numticks=MAX_LOG_LABELS + 1))
                 axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
             axis.set_minor_locator(LogLocator(base=10.0, subs=np.arange(2, 10) * 1.0, numticks=12))

@@ -55,7 +55,7 @@ def _main_page(fit_ds, run_ds, cfg, s, colors, font_size):
     i, j = np.unravel_index(np.nanargmax(small), small.shape)
     a, o = archs[i], opts[j]
     pairs = [(a_, o_) for a_ in archs for o_ in opts]
-    fig, axes = plotting.plt.subplots(1, 3, figsize=(7.2, 2.6 + 0.16 * len(pairs)), layout="constrained",
+    fig, axes = plotting.plt.subplots(1, 3, figsize=(6.9, 2.6 + 0.16 * len(pairs)), layout="constrained",
                                       gridspec_kw={"width_ratios": [1, 1, 1.2]})
     for ax, sigma in zip(axes[:2], (scales[0], scales[-1])):
         run = run_ds[run_id(a, o)].sel(eps=sigma).isel(seed=0)
@@ -82,7 +82,7 @@ def _main_page(fit_ds, run_ds, cfg, s, colors, font_size):
     handles = handles[:s.size] + [plotting.plt.Line2D([], [], color="k", **plotting.THEORY)]
     labels = [f"module, $k$ = {kk + 1}" for kk in range(s.size)] + ["NQF (every $k$)"]
     more = ax.get_legend_handles_labels()
-    fig.legend(handles + more[0], labels + more[1], loc="outside lower center", ncol=s.size + 1)
+    fig.legend(handles + more[0], labels + more[1], loc="outside lower center", ncol=4)
     fig.suptitle(f"{cfg['description']}: module solid, NQF dashed", fontsize=font_size + 1)
     return fig
 

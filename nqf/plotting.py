@@ -1,5 +1,6 @@
 """Figure conventions: experiment solid or markers, theory dashed, log axes where the physics is
-exponential, and atomic saving of PDF and PNG side by side."""
+exponential, legends that cover no data (nqf.plot_layout), and atomic saving of PDF and PNG side by
+side."""
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +11,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 
+from nqf import plot_layout  # noqa: E402
 from nqf.netcdf import temporary_beside  # noqa: E402
 
 THEORY = {"linestyle": "--", "linewidth": 1.2}
@@ -39,17 +42,43 @@ def mode_colors(n: int):
     return [cmap(0.9 * i / max(n - 1, 1)) for i in range(n)]
 
 
-def save(fig, paths) -> None:
-    """Save ``fig`` to each path (format from the suffix) atomically, then close it."""
+def legend(ax, *args, locations=plot_layout.LOCATIONS, **kwargs):
+    """``ax.legend(*args, **kwargs)`` placed at save time at the first of ``locations`` (inside
+    the axes) where it covers no data, else outside the axes to the right (nqf.plot_layout)."""
+    handles, labels = args if args else ax.get_legend_handles_labels()
+    made = ax.legend(handles, labels, loc=locations[0], **kwargs)
+    setattr(made, plot_layout.AUTO, tuple(locations))
+    setattr(made, plot_layout.AUTO + "_args", (handles, labels, kwargs))
+    return made
+
+
+def finish(fig) -> None:
+    """What every figure gets before it is saved: readable log ticks, then its legends placed."""
+    plot_layout.tidy_log_ticks(fig)
+    plot_layout.place_legends(fig)
+
+
+def save(fig, paths, *, pdf_pages=()) -> None:
+    """:func:`finish` ``fig`` and save it to each path (format from the suffix) atomically, then
+    close it. ``pdf_pages``: further figures (finished the same way) that a PDF gets as its
+    following pages; a PNG holds ``fig`` alone."""
+    for page in (fig, *pdf_pages):
+        finish(page)
     for path in map(Path, paths):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = temporary_beside(path)  # named for the sweep of dead writers' leftovers, umask honoured
         os.close(fd)
         try:
-            fig.savefig(tmp, format=path.suffix.lstrip("."))
+            if path.suffix == ".pdf" and pdf_pages:
+                with PdfPages(tmp) as pdf:
+                    for page in (fig, *pdf_pages):
+                        pdf.savefig(page)
+            else:
+                fig.savefig(tmp, format=path.suffix.lstrip("."))
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
                 os.remove(tmp)
             raise
-    plt.close(fig)
+    for page in (fig, *pdf_pages):
+        plt.close(page)

@@ -74,3 +74,43 @@ def snakemake(workdir, *args, check=True) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+def capture_figures(monkeypatch) -> list:
+    """Make nqf.plotting.save record each figure it saves (main page first, then any PDF pages)
+    in the returned list, after saving it as before."""
+    from nqf import plotting
+
+    saved, real = [], plotting.save
+
+    def recording(fig, paths, *, pdf_pages=()):
+        real(fig, paths, pdf_pages=pdf_pages)
+        saved.extend([fig, *pdf_pages])
+
+    monkeypatch.setattr(plotting, "save", recording)
+    return saved
+
+
+def figure_problems(fig) -> list[str]:
+    """A referee's checks of a saved figure: no legend (of an axes, or of the figure) covers data
+    of any axes (nqf.plot_layout.legend_overlaps), no legend repeats a label."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from nqf.plot_layout import legend_overlaps
+
+    found = []
+    FigureCanvasAgg(fig)  # a closed figure keeps no drawing canvas
+    fig.draw_without_rendering()
+    legends = [(ax.get_legend(), [ax]) for ax in fig.get_axes() if ax.get_legend() is not None]
+    legends += [(legend, fig.get_axes()) for legend in fig.legends]
+    for legend, axes in legends:
+        labels = [t.get_text() for t in legend.get_texts()]
+        if len(set(labels)) != len(labels):
+            found.append(f"legend repeats a label: {labels}")
+        for ax in axes:
+            covered = legend_overlaps(ax, legend)
+            if covered:
+                found.append(f"legend {labels[:2]}... covers {covered} in axes '{ax.get_title()}'")
+    return found

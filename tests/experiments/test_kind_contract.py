@@ -125,8 +125,13 @@ def test_the_small_experiments_cover_every_kind():
 
 
 @pytest.mark.parametrize("exp_id", sorted(SMALL))
-def test_every_stage_reads_only_its_params(exp_id, tmp_path):
+def test_every_stage_reads_only_its_params(exp_id, tmp_path, monkeypatch):
+    """... and its figure passes a referee's checks (helpers.figure_problems: no legend over
+    data, no repeated legend label)."""
+    from helpers import capture_figures, figure_problems
     from nqf import experiments as E
+
+    saved = capture_figures(monkeypatch)
 
     exp = SMALL[exp_id]
     kind = E.kind_of(exp)
@@ -145,6 +150,7 @@ def test_every_stage_reads_only_its_params(exp_id, tmp_path):
     E.figure_of(exp)(theory, fit, runs, E.stage_config(exp, "figure"), [tmp_path / f"{exp_id}.png"],
                      font_size=8, dpi=50)
     assert (tmp_path / f"{exp_id}.png").stat().st_size > 0
+    assert saved and [problem for fig in saved for problem in figure_problems(fig)] == []
 
 
 def test_a_stage_reading_a_key_outside_its_params_is_named():

@@ -10,6 +10,8 @@ Tolerances:
 * Figure 2 claims on a small MLP: D(0.01) within 3 x the module's own truncation error (~0.005:
   tolerance ~0.017-0.023) and D(0.2) >= 5 D(0.01), as in the config's fit.
 """
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -306,3 +308,54 @@ def test_runs_of_different_architectures_open_as_one_dataset(tmp_path):
     runs = xr.open_mfdataset(str(tmp_path / "*.nc"), combine="nested", concat_dim="run", join="outer")
     assert runs.sizes["run"] == 2 and "s_module" in runs and "time" in runs.coords
     assert runs.sizes["row"] == ARCHITECTURES["mlp"].build(**SMALL["mlp"]).p  # only the mlp stores M
+
+
+# -- the figure at the default's size -----------------------------------------------------------
+def _default_size_results():
+    """Fit and run datasets shaped as the default config's (5 architectures x 3 optimizers x
+    2 init scales, 4 singular values), with made-up spectra: only the figure's layout is tested."""
+    import xarray as xr
+
+    cfg = kind_config("nqf_approximation")
+    archs, opts, scales = cfg["architectures"], cfg["optimizers"], [float(e) for e in cfg["eps"]]
+    s = np.asarray(cfg["singular_values"], float)
+    step = np.arange(0, 201, 4)
+    rise = 1.0 - np.exp(-step / 30.0)[:, None]
+    runs = {}
+    for a in archs:
+        for o in opts:
+            spec = np.stack([np.stack([s * rise * (1 + 0.3 * e * n), s * rise * (1 + 0.2 * e)]) for e in scales
+                             for n in (1,)])  # (eps, 2 seeds, step, k)
+            runs[na.run_id(a, o)] = xr.Dataset(
+                {"s_module": (("eps", "seed", "step", "k"), spec), "s_nqf": (("eps", "seed", "step", "k"), spec * 0.99)},
+                coords={"eps": scales, "seed": [0, 1], "step": step, "k": np.arange(1, s.size + 1)})
+    rng = np.random.default_rng(0)
+    D = np.exp(rng.uniform(-6, -4, (len(archs), len(opts), 1))) * np.array([1.0, 20.0])
+    fit = xr.Dataset({"D_max": (("arch", "optimizer", "eps"), D),
+                      "small_init_tolerance": (("arch", "optimizer"), D[..., 0] * 3)},
+                     coords={"arch": archs, "optimizer": opts, "eps": scales})
+    return cfg, fit, runs
+
+
+def test_the_figure_prints_readably_at_the_default_size(tmp_path, monkeypatch):
+    """The default's 30 panels do not go on one page: the main page (the PNG, the PDF's first
+    page) is at most 7.5 in wide with 3 panels, text >= 7 pt, no legend over data; the PDF holds
+    one further page per init scale with every architecture x optimizer panel."""
+    from helpers import capture_figures, figure_problems
+    from nqf.experiments.figures.nqf_approximation import figure
+
+    cfg, fit, runs = _default_size_results()
+    saved = capture_figures(monkeypatch)
+    figure(None, fit, runs, cfg, [tmp_path / "f.pdf", tmp_path / "f.png"], font_size=9, dpi=150)
+    main, *pages = saved
+    assert main.get_size_inches()[0] <= 7.5 and len(main.get_axes()) == 3
+    assert len(pages) == len(cfg["eps"])
+    assert all(len(page.get_axes()) == len(cfg["architectures"]) * len(cfg["optimizers"]) for page in pages)
+    assert re.search(rb"/Count %d\b" % (1 + len(pages)), (tmp_path / "f.pdf").read_bytes())  # the PDF's pages
+    assert [p for fig in saved for p in figure_problems(fig)] == []
+    sizes = [t.get_fontsize() for t in main.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text")
+                                                    and a.get_visible() and a.get_text())]
+    assert min(sizes) >= 7.0
+    from PIL import Image
+    width, _ = Image.open(tmp_path / "f.png").size
+    assert width <= 7.5 * 150  # as saved (bbox tight)

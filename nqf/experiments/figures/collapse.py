@@ -40,7 +40,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_l.set_ylabel("training loss")
         ax_l.set_title("loss: " + ", ".join(f"{s} $\\epsilon$={e:.0e}" for s, e in zip(styles, eps_list)),
                        fontsize=font_size - 1)
-        ax_l.legend(loc="lower left")
+        plotting.legend(ax_l, locations=("lower left", "upper right", "lower right"))
         inv_log = 1 / np.log(1 / np.array(eps_list))
         mode_colors = plotting.mode_colors(fit_ds.sizes["mode"])
         for k, col in enumerate(mode_colors):
@@ -53,6 +53,6 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_t.set_xlabel(r"$1 / \ln(1/\epsilon)$")
         ax_t.set_ylabel(r"ignition time $t^*_k / \ln(1/\epsilon)$")
         ax_t.set_title(r"GD (markers) $\to 1/r_k$ (dashed) as $\epsilon \to 0$")
-        ax_t.legend(loc="upper right")
+        plotting.legend(ax_t, locations=("upper right", "center right", "center left", "upper left"))
         fig.suptitle(cfg["description"], fontsize=font_size + 1)
         plotting.save(fig, paths)

@@ -34,7 +34,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_z.set_xlabel(r"gradient-flow time $t = c\,\eta \cdot$step")
         ax_z.set_ylabel(r"eigenvalue $z_k$ of $WW^\top$")
         ax_z.set_title(r"modes: GD (markers), Theorem 6 (lines)")
-        ax_z.legend(loc="lower right", ncol=1, handlelength=1.0)
+        plotting.legend(ax_z, locations=("lower right", "center right", "upper left"), ncol=1, handlelength=1.0)
         ax_l.plot(t[keep], gd["loss"].values[keep] - loss_min, color="k", label="GD", **plotting.EXPERIMENT)
         ax_l.plot(tt[1:], theory_ds["excess_loss"].values[1:], color="tab:red", label="GLV theory",
                   **plotting.THEORY)
@@ -44,7 +44,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_l.set_xlabel(r"gradient-flow time $t = c\,\eta \cdot$step")
         ax_l.set_ylabel(r"excess loss $L - L_{\min}$")
         ax_l.set_title(r"loss plateaus; dashed: $t^*_k$ (Thm 8)")
-        ax_l.legend(loc="upper right")
+        plotting.legend(ax_l, locations=("lower left", "upper right", "center right", "lower right"))
         fig.suptitle(f"{cfg['description']} ($\\epsilon$ = {cfg['eps']:g}, "
                      f"lr = {fit_ds.attrs['lr']:g}, loss {cfg.get('loss', 'mean')})", fontsize=font_size + 1)
         plotting.save(fig, paths)

@@ -20,7 +20,8 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     from nqf import plotting
 
     with plotting.style(font_size, dpi):
-        fig, ax, axc = loss_figure(run_ds["seeds"], theory_ds, fit_ds, ylabel=r"normalised excess loss $E(t)/E(0)$")
+        fig, ax, axc = loss_figure(run_ds["seeds"], theory_ds, fit_ds, ylabel=r"normalised excess loss $E(t)/E(0)$",
+                                   law=r"$(\alpha_1-1)/\alpha_2$")
         ax.set_title(f"$\\epsilon$ = {cfg['eps']:g}: excess loss (Thm 9)")
         grid = theory_ds["eps_grid"].values
         xg = np.log(1.0 / grid)
@@ -38,6 +39,6 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         axc.set_xlabel(r"$\ln(1/\epsilon)$")
         axc.set_ylabel("distinct loss drops (resolved plateaus)")
         axc.set_title("resolved-to-merged crossover")
-        axc.legend(loc="upper left", fontsize="small")
+        plotting.legend(axc, locations=("upper left", "lower right"), fontsize="small")
         fig.suptitle(f"{cfg['description']} (flow step c lr = {float(fit_ds['flow_lr']):g})", fontsize=font_size + 1)
         plotting.save(fig, paths)

@@ -59,7 +59,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax.set_ylabel(r"normalised loss $L(t)/L(0)$")
         beta = float(theory_ds.attrs["beta"])
         ax.set_title(f"$\\theta$ = {theta:g}, $\\beta$ = {beta:g}")
-        ax.legend(loc="lower left", fontsize=font_size - 2, handlelength=1.6)
+        plotting.legend(ax, locations=("lower left", "upper right", "lower right"), fontsize=font_size - 2, handlelength=1.6)
         # right: exponent against theta
         grid = np.linspace(thetas.min() - 0.1, thetas.max() + 0.1, 50)
         ax_b.plot(grid, (2 * beta - 1) / (grid + beta), color="k", label=r"asymptotic $(2\beta-1)/(\theta+\beta)$",
@@ -79,7 +79,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_b.set_xlabel(r"feature-scale exponent $\theta$")
         ax_b.set_ylabel(r"loss exponent $b$ ($L \propto t^{-b}$)")
         ax_b.set_title("fitted vs predicted exponent")
-        ax_b.legend(loc="upper right", fontsize=font_size - 2, handlelength=1.6)
+        plotting.legend(ax_b, locations=("upper right", "upper left", "lower right"), fontsize=font_size - 2, handlelength=1.6)
         fig.suptitle(f"{cfg['description']}: loss {fit_ds.attrs.get('loss_convention', 'mean')}, lr = "
                      f"{fit_ds.attrs['lr']:g} (c lr = {fit_ds.attrs.get('flow_lr', float('nan')):g}), "
                      f"$\\epsilon$ = {fit_ds.attrs['eps']:g}; raw MLP step {fit_ds.attrs['raw_lr']:g}",

@@ -20,7 +20,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     ncols = 4
     nrows = -(-(len(archs) + 1) // ncols)
     with plotting.style(font_size, dpi):
-        fig, axes = plotting.plt.subplots(nrows, ncols, figsize=(1.95 * ncols, 1.85 * nrows + 0.4),
+        fig, axes = plotting.plt.subplots(nrows, ncols, figsize=(1.95 * ncols, 2.3 * nrows + 0.9),
                                           constrained_layout=True, squeeze=False)
         for ax, arch in zip(axes.flat, archs):
             for k, col in enumerate(colors):
@@ -30,9 +30,13 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                 ax.plot(x, fit_ds["t_star_measured"].sel(architecture=arch).values[:, k], color=col, **plotting.MARKERS,
                         label=f"{float(fit_ds['slope_measured'].sel(architecture=arch)[k]):.3f} / "
                               f"{float(fit_ds['slope_predicted'].sel(architecture=arch)[k]):.3f}")
+            top = np.nanmax([fit_ds[v].sel(architecture=arch).values for v in ("t_star_theorem8", "t_star_measured")])
+            if np.isfinite(top):
+                ax.set_ylim(0.0, 1.7 * top)  # headroom: the slope legend sits above the lines
             ax.set_title(f"{arch} ({theory_ds['regime'].sel(architecture=arch).item()})", fontsize=font_size - 1)
-            ax.legend(loc="upper left", title="slope GD / theory", title_fontsize=font_size - 2,
-                      fontsize=font_size - 2, handlelength=0.8)
+            plotting.legend(ax, locations=("upper left", "lower right", "center left", "upper center"),
+                            title="slope GD / theory", title_fontsize=font_size - 2, fontsize=font_size - 2,
+                            handlelength=0.8)
         for ax in axes[-1]:
             ax.set_xlabel(r"$\ln(1/\epsilon)$")
         for ax in axes[:, 0]:
@@ -57,7 +61,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             ax.set_xlabel(r"predicted std $t^*_k$")
             ax.set_ylabel(r"measured std $t^*_k$")
             ax.set_title(f"seed scatter, {fit_ds.attrs['seeds']} seeds", fontsize=font_size - 1)
-            ax.legend(loc="lower right", fontsize=font_size - 2, handlelength=0.8)
+            plotting.legend(ax, locations=("lower right", "upper left"), fontsize=font_size - 2, handlelength=0.8)
         for extra in axes.flat[len(archs) + 1:]:
             extra.axis("off")
         fig.suptitle(f"{cfg['description']}\ncircles: GD on the NQF; x: real module (where trained); "

@@ -33,10 +33,10 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         ax_s.set_ylim(bottom=1e-8 * float(np.max(gd["sample_loss"].values[0])))
         ax_s.set_ylabel(r"per-sample loss $(f_\mu - y_\mu)^2$")
         ax_s.set_title("samples: GD solid, theory dashed")
-        ax_s.legend(loc="lower left")
+        plotting.legend(ax_s, locations=("lower left", "lower right", "upper right"))
         ax_l.set_ylabel("training loss")
         ax_l.set_title(r"dashed verticals: $\ln(1/\epsilon)/\zeta_\mu$")
-        ax_l.legend(loc="lower left")
+        plotting.legend(ax_l, locations=("lower left", "upper right", "center right"))
         fig.suptitle(f"{cfg['description']} ($\\epsilon$ = {cfg['eps']:g}, lr = {fit_ds.attrs['lr']:g}, "
                      f"loss {cfg.get('loss', 'mean')})",
                      fontsize=font_size + 1)

@@ -17,7 +17,8 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
 
     pred = (cfg["gamma1"] * 2 - 1) / cfg["gamma2"]
     with plotting.style(font_size, dpi):
-        fig, ax, axt = loss_figure(run_ds["seeds"], theory_ds, fit_ds, ylabel=r"normalised loss $L(t)/L(0)$")
+        fig, ax, axt = loss_figure(run_ds["seeds"], theory_ds, fit_ds, ylabel=r"normalised loss $L(t)/L(0)$",
+                                   law=r"$(2\gamma_1-1)/\gamma_2$")
         ax.set_title(f"(2$\\gamma_1$-1)/$\\gamma_2$ = {pred:.3f} (Thm 11)")
         mu = theory_ds["sample"].values
         axt.plot(mu, theory_ds["t_star"].values, color="k", label=r"Eq. 36: $f_\mu = y_\mu/2$", linewidth=1.2)
@@ -30,6 +31,6 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         axt.set_xlabel(r"sample index $\mu$")
         axt.set_ylabel(r"ignition time $t^*_\mu$")
         axt.set_title(r"ignitions: $t^*_\mu \propto \mu^{\gamma_2}$")
-        axt.legend(loc="upper left", fontsize="small")
+        plotting.legend(axt, locations=("upper left", "lower right"), fontsize="small")
         fig.suptitle(f"{cfg['description']} (flow step c lr = {float(fit_ds['flow_lr']):g})", fontsize=font_size + 1)
         plotting.save(fig, paths)

@@ -62,8 +62,9 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             if i == 0:
                 axes[0, i].set_ylabel("probe MSE vs teacher (Eq. 26)")
                 axes[1, i].set_ylabel("relative difference")
-        axes[0, 0].legend(loc="lower left", fontsize=font_size - 2)
-        axes[1, 0].legend(loc="lower right", fontsize=font_size - 2)
+        # one legend for both rows, below the panels (inside, it covered curves and step marks)
+        top, bottom = axes[0, 0].get_legend_handles_labels(), axes[1, 0].get_legend_handles_labels()
+        fig.legend(top[0] + bottom[0], top[1] + bottom[1], loc="outside lower center", ncol=2 if len(archs) < 2 else 3)
         loss = cfg.get("loss", "mean")
         fig.suptitle(f"{cfg['description']}: loss {loss} ({FORMULAS.get(loss, loss)}); mean $\\pm$ 1 std over "
                      f"{run_ds[archs[0]].sizes['seed']} seeds", fontsize=font_size + 1)

@@ -21,11 +21,14 @@ summary, exit 0) or end in a numpy traceback that names no file. :func:`open_sta
 * the experiment: a file written for another experiment (attribute ``experiment``, or its title
   in files of earlier versions) is refused, whatever its config (two experiments may share a
   stage's config and still differ in size);
-* dimensions ``d`` and ``d_j`` (the axes of one square matrix) of the same size, and the sizes
+* the dimensions of the variables every kind writes alike (:data:`VARIABLE_DIMS`: a data file's
+  A_diag, A and y, a run's loss, z and M); dimensions ``d`` and ``d_j`` (the axes of one square
+  matrix) of the same size, and the sizes
   the config fixes (:func:`config_sizes`: modes, samples, parameters of featurewise and
   competition);
-* the claim variables of a fit file, and that no claim is marked passed without a finite
-  measurement and a prediction (what Claim.passed requires);
+* the claim variables of a fit file, the variables its kind's fit always writes
+  (:data:`FIT_VARIABLES`), and that no claim is marked passed without a finite measurement and
+  a prediction (what Claim.passed requires);
 
 and :func:`check_derived` checks that a file and the file it is derived from agree in the size of
 every dimension they share (theory against structure; runs against structure in the dimensions
@@ -87,6 +90,31 @@ RUN_DIMS_OF_STRUCTURE: dict[str, tuple[str, ...]] = {
     "featurewise": ("mode",), "competition": ("mode",), "samplewise": ("sample",),
 }
 
+# stage -> variable -> the dimensions it is along, or '...' then the dimensions it ends in, in
+# every kind that writes it: the structure matrices and targets of a data file
+# (nqf.experiments.common.form_to_dataset), the recorded loss, z and M of a run
+# (nqf.experiments.diagonal_gd and the kinds that record along 'step').
+VARIABLE_DIMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "data": {"A_diag": ("sample", "param"), "A": ("sample", "param", "param_j"), "y": ("sample",)},
+    "train": {"loss": ("...", "step"), "z": ("...", "step", "mode"), "M": ("...", "step", "row", "col")},
+}
+
+
+def dimension_problems(ds: xr.Dataset, stage: str) -> list[str]:
+    """Variables of :data:`VARIABLE_DIMS` along other dimensions (a file rewritten with renamed
+    dimensions reads fine and would be used as if it had them)."""
+    out = []
+    for name, want in VARIABLE_DIMS.get(stage, {}).items():
+        if name not in ds.variables:
+            continue
+        have = tuple(str(d) for d in ds[name].dims)
+        ok = have[-(len(want) - 1):] == want[1:] if want[0] == "..." else have == want
+        if not ok:
+            shown = ", ".join(d for d in want if d != "...")
+            out.append(f"variable '{name}' is along ({', '.join(have)}), not "
+                       f"({'..., ' if want[0] == '...' else ''}{shown})")
+    return out
+
 
 def config_sizes(exp_cfg: Mapping) -> dict[str, int]:
     """Dimension sizes the config fixes for every file of the experiment, where a kind's files
@@ -112,6 +140,18 @@ def size_problems(ds: xr.Dataset, exp_cfg: Mapping) -> list[str]:
 # coordinate -> the config key whose list it holds, where the stage's config has that key as a list
 COORD_KEYS = {"seed": "seeds", "eps": "eps", "architecture": "architectures", "arch": "architectures",
               "optimizer": "optimizers", "theta": "thetas"}
+# kind -> the variables its fit always writes (one Dataset in its ``fit``), which the figure
+# draws; a fit file that lacks one was cut or made by something else. (A fit of diverged runs,
+# nqf.experiments.divergence.divergence_fit, holds claims only.)
+FIT_VARIABLES: dict[str, tuple[str, ...]] = {
+    "featurewise": ("t_star_measured", "t_star_predicted", "t_star_rel_error", "t_star_gd_delay",
+                    "z_max_log_error", "z_gd_error", "drop_mode", "drop_level", "drop_time_measured",
+                    "drop_time_predicted", "r", "C_diag"),
+    "samplewise": ("t_star_measured", "t_star_predicted", "t_star_asymptotic", "t_star_gd_delay",
+                   "f_max_log_error", "drop_sample", "drop_level", "drop_time_measured", "drop_time_predicted"),
+    "competition": ("t_star_measured", "t_star_predicted", "t_star_gd_shift", "tau_star_staircase", "staircase_gap"),
+    "collapse": ("tau_star_measured", "tau_star_theorem8", "gd_delay", "partner_advance", "tau_star_limit"),
+}
 CLAIM_VARIABLES = ("claim_quantity", "claim_predicted", "claim_measured", "claim_passed")
 
 
@@ -260,12 +300,18 @@ def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = Non
     out = config_problems(ds, expected)
     if out:  # a file of another config: its sizes and values mean nothing here
         return out
+    out += dimension_problems(ds, stage)
     out += paired_dimension_problems(ds)
     out += size_problems(ds, exp_cfg)
     out += coordinate_problems(ds, expected)
     out += finite_problems(ds, stage, str(exp_cfg["kind"]))
     if stage == "fit":
         out += claim_problems(ds)
+        missing = [] if "diverged_runs" in ds.attrs else \
+            [v for v in FIT_VARIABLES.get(str(exp_cfg["kind"]), ()) if v not in ds.variables]
+        if missing:
+            out.append(f"it lacks the variable(s) {', '.join(missing)} that the fit of a {exp_cfg['kind']} "
+                       f"experiment writes")
     return out
 
 

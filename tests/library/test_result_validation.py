@@ -69,8 +69,12 @@ def test_theory_with_fewer_modes_than_its_structure(tmp_path):
 def test_fit_claim_passed_without_a_measurement(exp):
     from nqf.experiments.common import Claim, claims_dataset
 
+    from nqf.experiments.validate import FIT_VARIABLES
+
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "fit"))
+    for name in FIT_VARIABLES["collapse"]:  # what a collapse fit writes beside its claims
+        ds[name] = ("mode", [1.0, 2.0])
     assert problems(ds, "fit", exp) == []
     ds["claim_measured"][0] = np.nan
     (problem,) = problems(ds, "fit", exp)
@@ -257,3 +261,58 @@ def test_sizes_the_config_fixes():
     assert "'param' has size 2, the config makes it 3" in problem
     ds = xr.Dataset({"A_diag": (("sample", "param"), np.ones((3, 3)))}, attrs=ds.attrs)
     assert problems(ds, "data", fw) == []
+
+
+def test_variables_along_renamed_dimensions(exp):
+    ds = run_file(exp)
+    ds["loss"] = (("seed_x", "step_x"), ds["loss"].values)
+    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    assert "variable 'loss' is along (seed_x, step_x), not (..., step)" in problem
+    data = xr.Dataset({"A_diag": (("sample_x", "param_x"), np.ones((2, 2))), "y": ("sample", [1.0, 2.0])})
+    data.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "data"))
+    (problem,) = problems(data, "data", exp)
+    assert "'A_diag' is along (sample_x, param_x), not (sample, param)" in problem
+
+
+def test_fit_file_lacking_a_variable_its_kind_writes():
+    from nqf.experiments.common import Claim, claims_dataset
+    from nqf.experiments.validate import FIT_VARIABLES
+
+    comp = kind_config("competition")
+    ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
+    ds.attrs["config_json"] = __import__("json").dumps(expected_config(comp, "fit"))
+    for name in FIT_VARIABLES["competition"]:
+        ds[name] = ("mode", [1.0, 2.0, 3.0])
+    assert problems(ds, "fit", comp) == []
+    (problem,) = problems(ds.drop_vars("staircase_gap"), "fit", comp)
+    assert "lacks the variable(s) staircase_gap" in problem and "competition" in problem
+    diverged = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
+    diverged.attrs.update(config_json=ds.attrs["config_json"], diverged_runs="eps1e-03")
+    assert problems(diverged, "fit", comp) == []  # a fit of diverged runs holds its claims only
+
+
+def test_a_full_disk_is_one_sentence_and_leaves_no_temporary(tmp_path):
+    # a real file size limit (ulimit -f): netCDF reports 'NetCDF: HDF error', text writes EFBIG
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import resource, signal, numpy as np, xarray as xr
+        from nqf.netcdf import ResultWriteError, write_dataset, write_text
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+        for write in (lambda: write_dataset(xr.Dataset({{"x": ("i", np.random.default_rng(0).normal(size=9000))}}),
+                                            {str(tmp_path / 'big.nc')!r}, title="t"),
+                      lambda: write_text({str(tmp_path / 'big.txt')!r}, "x" * 50000)):
+            try:
+                write()
+            except ResultWriteError as exc:
+                print("REFUSED", exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED")]
+    assert len(lines) == 2, out.stdout + out.stderr
+    assert str(tmp_path / "big.nc") in lines[0] and "HDF error" in lines[0] and "free space" in lines[0]
+    assert "File too large" in lines[1]
+    assert list(tmp_path.iterdir()) == []  # no temporary, no partial file

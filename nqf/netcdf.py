@@ -11,6 +11,7 @@ leftover of a killed writer (nqf.results_check).
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import re
@@ -45,6 +46,29 @@ class ResultFileError(RuntimeError):
         super().__init__(message)
         self.path = Path(path) if path is not None else None
         self.unusable = unusable
+
+
+class ResultWriteError(RuntimeError):
+    """A results file could not be written for want of space: a full disk or quota, or a file
+    size limit (ENOSPC, EDQUOT, EFBIG; the netCDF library reports these as 'NetCDF: HDF error').
+    The temporary file is removed; the files written before are complete and stay."""
+
+    def __init__(self, path: os.PathLike, exc: BaseException):
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        super().__init__(f"Could not write {path} ({reason}): the disk or your quota is probably full, or "
+                         f"a file size limit (ulimit -f) was reached; free space and rerun the same snakemake "
+                         f"command (the files written so far are complete and are kept).")
+        self.path = Path(path)
+
+
+_SPACE_ERRNOS = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    """Whether a failed write failed for want of space (see :class:`ResultWriteError`)."""
+    if isinstance(exc, OSError):
+        return exc.errno in _SPACE_ERRNOS
+    return isinstance(exc, RuntimeError) and "HDF error" in str(exc)
 
 
 def dataset(name: str, ds) -> xr.Dataset:
@@ -172,9 +196,11 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     try:
         ds.to_netcdf(tmp, engine=ENGINE, encoding=encoding)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if _out_of_space(exc):
+            raise ResultWriteError(path, exc) from exc
         raise
     return path
 
@@ -190,9 +216,11 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if _out_of_space(exc):
+            raise ResultWriteError(path, exc) from exc
         raise
     return path
 

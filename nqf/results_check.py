@@ -4,10 +4,12 @@ Two faults no job would ever see:
 
 * a results file that exists but is not a NetCDF file at all (zero-filled by a crash of the file
   system, emptied, replaced by a directory) and keeps its old mtime: Snakemake finds it up to
-  date, so nothing reads it and nothing regenerates it. :func:`scan` reads the first 8 bytes of
-  every ``*.nc`` (HDF5 or classic NetCDF signature) and moves a file that lacks them aside to
-  ``<name>.unusable``, so that this very run regenerates it. It reads 8 bytes a file (a full
-  results/ tree of ~150 files takes milliseconds) and never opens a file any job is writing: nqf
+  date, so nothing reads it and nothing regenerates it. :func:`scan` reads the first 96 bytes of
+  every ``*.nc`` (HDF5 or classic NetCDF signature, and the end-of-file address of the HDF5
+  superblock, which a truncated copy keeps while it loses its end) and moves a file that lacks
+  them, or is shorter than that address, aside to ``<name>.unusable``, so that this very run
+  regenerates it. It reads 96 bytes a file (a full results/ tree of ~300 files takes
+  milliseconds) and never opens a file any job is writing: nqf
   writes every file to a temporary name and renames it into place, so a ``*.nc`` is complete or
   absent.
 * the hidden temporary file (``.<name>.<pid>@<host>.<random>.tmp``, see
@@ -26,26 +28,85 @@ from pathlib import Path
 
 from nqf.netcdf import HOST, TEMP_PATTERN
 
-SIGNATURES = (b"\x89HDF\r\n\x1a\n", b"CDF\x01", b"CDF\x02", b"CDF\x05")
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+SIGNATURES = (HDF5_SIGNATURE, b"CDF\x01", b"CDF\x02", b"CDF\x05")
 STALE_AFTER_S = 24 * 3600
-# temporary files of nqf versions before the pid@host names: .<name>.<8 random>.tmp, and the
-# summary's .summary.csv.<8 random>
-_OLD_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$|^\.summary\.csv\.[a-z0-9_]{8}$")
+# temporary files of nqf versions before the pid@host names: .<name>.<8 random>.tmp, the
+# summary's .summary.csv.<8 random>, and the plain .<name>.tmp of a results file (.fw.nc.tmp)
+_OLD_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$|^\.summary\.csv\.[a-z0-9_]{8}$"
+                       r"|^\..+\.(?:nc|csv|md|html|pdf|png)\.tmp$")
+
+
+def _read_at(fh, offset: int, n: int = 96) -> bytes:
+    fh.seek(offset)
+    return fh.read(n)
 
 
 def _signature_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be a NetCDF file (None when it starts like one)."""
+    """Why ``path`` cannot be a NetCDF file (None when it starts like one and is as long as its
+    HDF5 superblock says; see :func:`_truncation_problem`). Reads 96 bytes, a few more where an
+    HDF5 file starts with a user block."""
     if path.is_dir():
         return "is a directory"
     try:
         with open(path, "rb") as fh:
-            head = fh.read(8)
+            size = os.fstat(fh.fileno()).st_size
+            head = _read_at(fh, 0)
+            if not head:
+                return "is empty"
+            if head.startswith(SIGNATURES[1:]):
+                return None  # classic NetCDF (nqf writes NETCDF4, i.e. HDF5; see nqf.netcdf.ENGINE)
+            offset = 0
+            # HDF5 looks for its superblock at 0, then after a user block at 512, 1024, 2048, ...
+            while not head.startswith(HDF5_SIGNATURE) and offset < size:
+                offset = 512 if offset == 0 else 2 * offset
+                head = _read_at(fh, offset) if offset + len(HDF5_SIGNATURE) <= size else b""
     except OSError as err:
         return f"cannot be read ({err.strerror})"
-    if not head:
-        return "is empty"
-    if not head.startswith(SIGNATURES):
-        return "does not start with the HDF5/NetCDF signature" + (" (it is zero-filled)" if not head.strip(b"\0") else "")
+    if not head.startswith(HDF5_SIGNATURE):
+        with open(path, "rb") as fh:
+            first = fh.read(8)
+        return "does not start with the HDF5/NetCDF signature" + (" (it is zero-filled)" if not first.strip(b"\0") else "")
+    return _truncation_problem(head, size)
+
+
+def hdf5_end_of_file(head: bytes) -> int | None:
+    """The end-of-file address an HDF5 superblock at the start of ``head`` records (absolute: its
+    base address added), or None when ``head`` holds no superblock this reads (an unknown version,
+    too short, or an undefined address). Versions 0 and 1 keep it after the base and free-space
+    addresses (bytes 24 / 28 on), versions 2 and 3 at byte 12 + 2 offsets."""
+    if len(head) < 14 or not head.startswith(HDF5_SIGNATURE):
+        return None
+    version = head[8]
+    if version in (0, 1):
+        size = head[13]
+        start = 24 if version == 0 else 28
+    elif version in (2, 3):
+        size = head[9]
+        start = 12
+    else:
+        return None
+    if size not in (2, 4, 8, 16) or len(head) < start + 3 * size:
+        return None
+    base, eof = (int.from_bytes(head[start + i * size:start + (i + 1) * size], "little") for i in (0, 2))
+    undefined = (1 << (8 * size)) - 1
+    if base == undefined or eof == undefined:
+        return None
+    return base + eof
+
+
+def _truncation_problem(head: bytes, size: int) -> str | None:
+    """Why an HDF5 file of ``size`` bytes whose superblock is ``head`` is shorter than that
+    superblock says (None when it is not).
+
+    The superblock's end-of-file address is where the file ended when it was closed, and the
+    HDF5 library refuses a file that ends before it ('truncated file'). nqf writes a file to a
+    temporary name and renames it into place once closed, so a shorter file is a copy cut off (a
+    full disk, an interrupted copy or sync): it keeps the signature and its old mtime, and only
+    this comparison tells."""
+    eof = hdf5_end_of_file(head)
+    if eof is not None and size < eof:
+        return f"is truncated ({size:,} bytes of the {eof:,} its HDF5 superblock records)"
     return None
 
 
@@ -103,7 +164,34 @@ def is_stale_temporary(path: Path, now: float | None = None) -> bool:
         if m["host"] == HOST:
             return not _pid_alive(int(m["pid"])) or age > STALE_AFTER_S
         return age > STALE_AFTER_S
-    return bool(_OLD_TEMP.match(path.name)) and age > STALE_AFTER_S
+    return bool(_OLD_TEMP.match(path.name)) and age > STALE_AFTER_S and not _open_elsewhere(path)
+
+
+def _open_elsewhere(path: Path) -> bool:
+    """Whether a process of this user on this host holds ``path`` open (Linux: /proc/<pid>/fd);
+    where that cannot be read, True (keep the file). A name without the writer's pid says nothing
+    of its writer, so an old-form temporary is removed only when it is old and no process has it
+    open. Called for old-form temporaries only (rare): it lists every process's open files."""
+    proc = Path("/proc")
+    try:
+        target = path.resolve()
+        pids = [d for d in proc.iterdir() if d.name.isdigit()]
+    except OSError:
+        return True
+    if not pids:
+        return True
+    for d in pids:
+        try:
+            fds = list((d / "fd").iterdir())
+        except OSError:  # gone, or another user's process (which cannot write our results)
+            continue
+        for fd in fds:
+            try:
+                if Path(os.readlink(fd)) == target:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def remove_stale_temporaries(results: str | os.PathLike = "results") -> list[Path]:

@@ -1,6 +1,6 @@
 """Helpers for workflow jobs: logging to the rule's log file and clean failure messages.
 
-Known user-facing errors (bad config, unreadable result files, divergence) end the job with one
+Known user-facing errors (bad config, unreadable result files, a full disk, divergence) end the job with one
 sentence in the log and on stderr instead of a traceback; anything else is a bug and keeps its
 traceback, written to the rule's log as well as to stderr.
 """
@@ -13,10 +13,10 @@ import sys
 
 from nqf.config import ConfigError
 from nqf.experiments.common import log_to_file
-from nqf.netcdf import ResultFileError
+from nqf.netcdf import ResultFileError, ResultWriteError
 from nqf.training import TrainingDiverged
 
-USER_ERRORS = (ConfigError, ResultFileError, TrainingDiverged)
+USER_ERRORS = (ConfigError, ResultFileError, ResultWriteError, TrainingDiverged)
 
 
 @contextlib.contextmanager

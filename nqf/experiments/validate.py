@@ -14,14 +14,25 @@ summary, exit 0) or end in a numpy traceback that names no file. :func:`open_sta
 * finite values: every float variable of a data, structure or run file is finite, except those
   a kind declares as holding NaN/inf on purpose (:data:`NONFINITE`: padding of ragged records,
   losses after a divergence the kind tolerates). A run recorded as diverged
-  (``on_divergence: record``, attribute ``diverged``) is exempt: its NaN is the record. Theory
-  and fit files are not checked for finiteness: NaN and inf are how they say "never ignites",
-  "no power law" or "not measured", and a failing claim row is their verdict;
-* the claim variables of a fit file, and that no claim is marked passed without a finite
-  measurement and a prediction (what Claim.passed requires);
+  (``on_divergence: record``, attribute ``diverged``) is exempt: its NaN is the record. Of a
+  theory file only the variables of :data:`FINITE_THEORY` (trajectories, and the numbers every
+  valid config makes finite) are checked, and fit files not at all: NaN and inf are how they say
+  "never ignites", "no power law" or "not measured", and a failing claim row is their verdict;
+* the experiment: a file written for another experiment (attribute ``experiment``, or its title
+  in files of earlier versions) is refused, whatever its config (two experiments may share a
+  stage's config and still differ in size);
+* the dimensions of the variables every kind writes alike (:data:`VARIABLE_DIMS`: a data file's
+  A_diag, A and y, a run's loss, z and M); dimensions ``d`` and ``d_j`` (the axes of one square
+  matrix) of the same size, and the sizes
+  the config fixes (:func:`config_sizes`: modes, samples, parameters of featurewise and
+  competition);
+* the claim variables of a fit file, the variables its kind's fit always writes
+  (:data:`FIT_VARIABLES`), and that no claim is marked passed without a finite measurement and
+  a prediction (what Claim.passed requires);
 
 and :func:`check_derived` checks that a file and the file it is derived from agree in the size of
-every dimension they share (theory against structure). A file that fails raises
+every dimension they share (theory against structure; runs against structure in the dimensions
+of :data:`RUN_DIMS_OF_STRUCTURE`). A file that fails raises
 :class:`~nqf.netcdf.ResultFileError` with ``unusable=True``, naming the file and its rule; the
 workflow job moves it aside (:func:`nqf.experiments.jobs.set_aside`) and the next snakemake call
 regenerates it, as for a truncated file.
@@ -31,6 +42,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -55,9 +67,91 @@ NONFINITE: dict[tuple[str, str], dict[str, str]] = {
     ("deep", "train"): {"train_*": "NaN after a divergence the kind records as a failed escape",
                         "test_*": "NaN after a divergence", "truncation": "NaN after a divergence"},
 }
+# kind -> theory variables that must be finite: the predicted trajectories and the numbers the
+# science guarantees finite for every valid config (r > 0, eps in (0, 1), least-squares fits).
+# The other theory variables may hold NaN/inf on purpose (a mode that never ignites, a suppressed
+# mode's tau, an open-ended plateau), so they are not checked.
+FINITE_THEORY: dict[str, tuple[str, ...]] = {
+    "featurewise": ("z", "z_closed_form", "loss", "excess_loss", "t_star", "plateau_loss"),
+    "samplewise": ("z", "f", "sample_loss", "loss"),
+    "competition": ("z", "tau", "loss", "r", "C"),
+    "collapse": ("r", "C_diag", "plateau_loss"),
+    "featurewise_powerlaw": ("excess_loss", "r", "V", "z0"),
+    "samplewise_powerlaw": ("excess_loss", "r", "V"),
+    "real_data": ("loss_floor", "ls_test_loss", "f0_rms"),
+    "teacher_student": ("r", "C", "z0", "flow_lr"),
+    "deep": ("r", "C", "target_variance"),
+}
+# kind -> dimensions of its run files that are the structure file's (one z per mode of the
+# structure's shared eigenbasis); checked in the fit job by :func:`check_derived`. Other kinds'
+# runs may differ (collapse's rectangular networks have twice the modes; real_data's structure
+# pads every architecture to the largest).
+RUN_DIMS_OF_STRUCTURE: dict[str, tuple[str, ...]] = {
+    "featurewise": ("mode",), "competition": ("mode",), "samplewise": ("sample",),
+}
+
+# stage -> variable -> the dimensions it is along, or '...' then the dimensions it ends in, in
+# every kind that writes it: the structure matrices and targets of a data file
+# (nqf.experiments.common.form_to_dataset), the recorded loss, z and M of a run
+# (nqf.experiments.diagonal_gd and the kinds that record along 'step').
+VARIABLE_DIMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "data": {"A_diag": ("sample", "param"), "A": ("sample", "param", "param_j"), "y": ("sample",)},
+    "train": {"loss": ("...", "step"), "z": ("...", "step", "mode"), "M": ("...", "step", "row", "col")},
+}
+
+
+def dimension_problems(ds: xr.Dataset, stage: str) -> list[str]:
+    """Variables of :data:`VARIABLE_DIMS` along other dimensions (a file rewritten with renamed
+    dimensions reads fine and would be used as if it had them)."""
+    out = []
+    for name, want in VARIABLE_DIMS.get(stage, {}).items():
+        if name not in ds.variables:
+            continue
+        have = tuple(str(d) for d in ds[name].dims)
+        ok = have[-(len(want) - 1):] == want[1:] if want[0] == "..." else have == want
+        if not ok:
+            shown = ", ".join(d for d in want if d != "...")
+            out.append(f"variable '{name}' is along ({', '.join(have)}), not "
+                       f"({'..., ' if want[0] == '...' else ''}{shown})")
+    return out
+
+
+def config_sizes(exp_cfg: Mapping) -> dict[str, int]:
+    """Dimension sizes the config fixes for every file of the experiment, where a kind's files
+    follow them plainly: featurewise has one sample, parameter and mode per entry of ``r``;
+    competition one sample per row of ``lam`` and one parameter and mode per column. Other kinds
+    (architectures, padding, power-law grids) are checked through their stage configs only."""
+    kind = exp_cfg.get("kind")
+    if kind == "featurewise" and isinstance(exp_cfg.get("r"), list):
+        n = len(exp_cfg["r"])
+        return dict.fromkeys(("sample", "param", "param_j", "mode", "mode_j"), n)
+    lam = exp_cfg.get("lam")
+    if kind == "competition" and isinstance(lam, list) and lam and isinstance(lam[0], list):
+        return {"sample": len(lam), **dict.fromkeys(("param", "param_j", "mode", "mode_j"), len(lam[0]))}
+    return {}
+
+
+def size_problems(ds: xr.Dataset, exp_cfg: Mapping) -> list[str]:
+    """Dimensions whose size is not the one the config fixes (:func:`config_sizes`)."""
+    return [f"its dimension '{dim}' has size {ds.sizes[dim]}, the config makes it {n}"
+            for dim, n in config_sizes(exp_cfg).items() if dim in ds.sizes and ds.sizes[dim] != n]
+
+
 # coordinate -> the config key whose list it holds, where the stage's config has that key as a list
 COORD_KEYS = {"seed": "seeds", "eps": "eps", "architecture": "architectures", "arch": "architectures",
               "optimizer": "optimizers", "theta": "thetas"}
+# kind -> the variables its fit always writes (one Dataset in its ``fit``), which the figure
+# draws; a fit file that lacks one was cut or made by something else. (A fit of diverged runs,
+# nqf.experiments.divergence.divergence_fit, holds claims only.)
+FIT_VARIABLES: dict[str, tuple[str, ...]] = {
+    "featurewise": ("t_star_measured", "t_star_predicted", "t_star_rel_error", "t_star_gd_delay",
+                    "z_max_log_error", "z_gd_error", "drop_mode", "drop_level", "drop_time_measured",
+                    "drop_time_predicted", "r", "C_diag"),
+    "samplewise": ("t_star_measured", "t_star_predicted", "t_star_asymptotic", "t_star_gd_delay",
+                   "f_max_log_error", "drop_sample", "drop_level", "drop_time_measured", "drop_time_predicted"),
+    "competition": ("t_star_measured", "t_star_predicted", "t_star_gd_shift", "tau_star_staircase", "staircase_gap"),
+    "collapse": ("tau_star_measured", "tau_star_theorem8", "gd_delay", "partner_advance", "tau_star_limit"),
+}
 CLAIM_VARIABLES = ("claim_quantity", "claim_predicted", "claim_measured", "claim_passed")
 
 
@@ -95,11 +189,18 @@ def _allowed(kind: str, stage: str, name: str) -> bool:
 
 
 def finite_problems(ds: xr.Dataset, stage: str, kind: str) -> list[str]:
-    """Float variables (and coordinates) holding NaN or inf that the stage requires finite."""
-    if stage not in FINITE_STAGES or (stage == "train" and int(ds.attrs.get("diverged", 0))):
+    """Float variables (and coordinates) holding NaN or inf that the stage requires finite: every
+    one of a data, structure or run file (less :data:`NONFINITE`), those of :data:`FINITE_THEORY`
+    of a theory file."""
+    if stage == "theory":
+        names = [n for n in FINITE_THEORY.get(kind, ()) if n in ds.variables]
+    elif stage not in FINITE_STAGES or (stage == "train" and int(ds.attrs.get("diverged", 0))):
         return []
+    else:
+        names = list(ds.variables)
     out = []
-    for name, var in ds.variables.items():
+    for name in names:
+        var = ds[name].variable
         if var.dtype.kind not in "fc" or _allowed(kind, stage, str(name)):
             continue
         bad = ~np.isfinite(var.values)
@@ -154,19 +255,63 @@ def claim_problems(ds: xr.Dataset) -> list[str]:
     return []
 
 
-def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = None) -> list[str]:
-    """Every way the ``stage`` file ``ds`` of an experiment (its whole config ``exp_cfg``) is wrong,
-    one phrase each; empty when it is as the config says."""
+_TITLE_EXPERIMENT = re.compile(r" of experiment (\S+)$")
+
+
+def experiment_of(ds: xr.Dataset) -> str | None:
+    """The experiment id a file was written for: its ``experiment`` attribute, else (files of
+    earlier nqf versions) the end of its title ('nqf theory of experiment featurewise')."""
+    found = ds.attrs.get("experiment")
+    if found is None:
+        m = _TITLE_EXPERIMENT.search(str(ds.attrs.get("title", "")))
+        found = m.group(1) if m else None
+    return None if found is None else str(found)
+
+
+def experiment_problems(ds: xr.Dataset, experiment: str | None) -> list[str]:
+    """A file written for another experiment (copied or linked over this one's)."""
+    found = experiment_of(ds)
+    if experiment is None or found is None or found == experiment:
+        return []
+    return [f"it was written for the experiment '{_short(found, 40)[1:-1]}', not '{experiment}'"]
+
+
+def paired_dimension_problems(ds: xr.Dataset) -> list[str]:
+    """Dimensions ``d`` and ``d_j`` (the two axes of one square matrix, e.g. C[mode, mode_j]) of
+    other sizes: a file cut along one of them."""
+    out = []
+    for dim in sorted(str(d) for d in ds.dims):
+        if dim.endswith("_j") and dim[:-2] in ds.dims and ds.sizes[dim] != ds.sizes[dim[:-2]]:
+            out.append(f"its dimensions '{dim[:-2]}' and '{dim}' (the two axes of one square matrix) have "
+                       f"sizes {ds.sizes[dim[:-2]]} and {ds.sizes[dim]}")
+    return out
+
+
+def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = None,
+             experiment: str | None = None) -> list[str]:
+    """Every way the ``stage`` file ``ds`` of an experiment (its whole config ``exp_cfg``, its id
+    ``experiment`` where known) is wrong, one phrase each; empty when it is as the config says."""
     if stage not in RULES:
         raise ValueError(f"stage must be one of {', '.join(RULES)}, not {stage!r}")
+    out = experiment_problems(ds, experiment)
+    if out:
+        return out
     expected = expected_config(exp_cfg, stage, run)
     out = config_problems(ds, expected)
     if out:  # a file of another config: its sizes and values mean nothing here
         return out
+    out += dimension_problems(ds, stage)
+    out += paired_dimension_problems(ds)
+    out += size_problems(ds, exp_cfg)
     out += coordinate_problems(ds, expected)
     out += finite_problems(ds, stage, str(exp_cfg["kind"]))
     if stage == "fit":
         out += claim_problems(ds)
+        missing = [] if "diverged_runs" in ds.attrs else \
+            [v for v in FIT_VARIABLES.get(str(exp_cfg["kind"]), ()) if v not in ds.variables]
+        if missing:
+            out.append(f"it lacks the variable(s) {', '.join(missing)} that the fit of a {exp_cfg['kind']} "
+                       f"experiment writes")
     return out
 
 
@@ -178,23 +323,27 @@ def wrong_file(path, stage: str, problem: str) -> ResultFileError:
 
 
 def open_stage(path: str | os.PathLike, stage: str, exp_cfg: Mapping, *, run: str | None = None,
-               require: Sequence[str] = ()) -> xr.Dataset:
+               require: Sequence[str] = (), experiment: str | None = None) -> xr.Dataset:
     """:func:`nqf.netcdf.open_result` of a ``stage`` file, then :func:`problems`; a wrong file raises
     ResultFileError(unusable=True) naming it and its rule. ``run``: the run id of a train file
-    (default: the file's stem)."""
+    (default: the file's stem); ``experiment``: the experiment id the file must have been written
+    for (its ``experiment`` attribute or title)."""
     if stage == "train" and run is None:
         run = Path(path).stem
     ds = open_result(path, made_by=RULES.get(stage, stage), require=tuple(require))
-    found = problems(ds, stage, exp_cfg, run)
+    found = problems(ds, stage, exp_cfg, run, experiment)
     if found:
         raise wrong_file(path, stage, found[0])
     return ds
 
 
-def check_derived(source: xr.Dataset, derived: xr.Dataset, derived_path, derived_stage: str) -> None:
+def check_derived(source: xr.Dataset, derived: xr.Dataset, derived_path, derived_stage: str,
+                  dims: Sequence[str] | None = None) -> None:
     """The ``derived`` file (made from ``source``, e.g. theory from structure) has the size of every
-    dimension the two share; else it is stale or foreign and raises naming it."""
-    for dim in sorted(set(source.sizes) & set(derived.sizes)):
+    dimension the two share (of those in ``dims``, where given); else it is stale or foreign and
+    raises naming it."""
+    shared = set(source.sizes) & set(derived.sizes)
+    for dim in sorted(shared if dims is None else shared & set(dims)):
         if source.sizes[dim] != derived.sizes[dim]:
             raise wrong_file(derived_path, derived_stage,
                              f"its dimension '{dim}' has size {derived.sizes[dim]}, the file it is made from "

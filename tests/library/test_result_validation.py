@@ -69,8 +69,12 @@ def test_theory_with_fewer_modes_than_its_structure(tmp_path):
 def test_fit_claim_passed_without_a_measurement(exp):
     from nqf.experiments.common import Claim, claims_dataset
 
+    from nqf.experiments.validate import FIT_VARIABLES
+
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "fit"))
+    for name in FIT_VARIABLES["collapse"]:  # what a collapse fit writes beside its claims
+        ds[name] = ("mode", [1.0, 2.0])
     assert problems(ds, "fit", exp) == []
     ds["claim_measured"][0] = np.nan
     (problem,) = problems(ds, "fit", exp)
@@ -130,3 +134,185 @@ def test_lock_hint_points_to_troubleshooting(tmp_path):
     (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
     (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("x")
     assert "--unlock" in results_check.lock_hint(tmp_path) and "Troubleshooting" in results_check.lock_hint(tmp_path)
+
+
+def _keep_mtime_write(path, data: bytes):
+    st = path.stat()
+    path.write_bytes(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_scan_moves_truncated_hdf5_files_aside(tmp_path):
+    # a truncated copy keeps the HDF5 signature and its old mtime: only the superblock's
+    # end-of-file address tells (the HDF5 library refuses such a file: 'truncated file')
+    res = tmp_path / "results"
+    ds = xr.Dataset({"x": (("i", "j"), np.random.default_rng(0).normal(size=(40, 50)))})
+    good, few, half = (res / "data" / f"{n}.nc" for n in ("good", "few", "half"))
+    for p in (good, few, half):
+        write_dataset(ds, p, title="t")
+    size = good.stat().st_size
+    assert results_check.hdf5_end_of_file(good.read_bytes()[:96]) == size
+    _keep_mtime_write(few, few.read_bytes()[:-3])
+    _keep_mtime_write(half, half.read_bytes()[: size // 2])
+    messages = results_check.scan(res)
+    assert len(messages) == 2 and all("is truncated" in m and "HDF5 superblock" in m for m in messages)
+    assert any(str(few) in m and f"{size - 3:,} bytes of the {size:,}" in m for m in messages)
+    assert good.exists() and not few.exists() and few.with_name("few.nc.unusable").exists()
+    assert not half.exists() and half.with_name("half.nc.unusable").exists()
+    with pytest.raises(OSError):  # what the moved-aside file would have given a job
+        xr.open_dataset(few.with_name("few.nc.unusable"), engine="netcdf4").load()
+
+
+def test_superblock_versions_and_user_block(tmp_path):
+    # version 0 (base address at byte 24, end of file at 24 + 2 offsets), 8-byte offsets
+    v0 = results_check.HDF5_SIGNATURE + bytes([0, 0, 0, 0, 0, 8, 8, 0]) + bytes(8) \
+        + (0).to_bytes(8, "little") + (2 ** 64 - 1).to_bytes(8, "little") + (5000).to_bytes(8, "little")
+    assert results_check.hdf5_end_of_file(v0) == 5000
+    v1 = v0[:8] + bytes([1]) + v0[9:24] + bytes(4) + v0[24:]  # version 1: 4 more bytes first
+    assert results_check.hdf5_end_of_file(v1) == 5000
+    undefined = v0[:40] + (2 ** 64 - 1).to_bytes(8, "little")
+    assert results_check.hdf5_end_of_file(undefined) is None
+    assert results_check.hdf5_end_of_file(results_check.HDF5_SIGNATURE + bytes([9]) + bytes(80)) is None
+    # a file whose superblock follows a 512-byte user block is found there (HDF5's search)
+    res = tmp_path / "results"
+    plain = res / "data" / "p.nc"
+    write_dataset(xr.Dataset({"x": ("i", np.arange(500.0))}), plain, title="t")
+    body = plain.read_bytes()
+    block, cut = res / "data" / "u.nc", res / "data" / "c.nc"
+    block.write_bytes(b"u" * 512 + body)
+    cut.write_bytes(b"u" * 512 + body[: len(body) // 2])
+    messages = results_check.scan(res)
+    assert len(messages) == 1 and str(cut) in messages[0] and "truncated" in messages[0]
+    assert plain.exists() and block.exists()
+
+
+def test_scan_of_300_files_stays_cheap(tmp_path):
+    res = tmp_path / "results"
+    first = res / "runs" / "0.nc"
+    write_dataset(xr.Dataset({"x": ("i", np.arange(10.0))}), first, title="t")
+    for i in range(1, 300):
+        (res / "runs" / f"{i}.nc").write_bytes(first.read_bytes())
+    start = time.perf_counter()
+    assert results_check.scan(res) == []
+    assert time.perf_counter() - start < 0.5
+
+
+def test_old_form_plain_temporary_removed_only_when_old_and_not_open(tmp_path):
+    res = tmp_path / "results" / "data"
+    res.mkdir(parents=True)
+    old, young, held = res / ".fw.nc.tmp", res / ".fw_b.nc.tmp", res / ".fw_c.nc.tmp"
+    for p in (old, young, held):
+        p.write_bytes(b"y" * 100)
+    for p in (old, held):
+        os.utime(p, (time.time() - 10 ** 6, time.time() - 10 ** 6))
+    with open(held, "ab"):  # a writer that still runs (its name says nothing of its pid)
+        removed = results_check.remove_stale_temporaries(tmp_path / "results")
+    assert removed == [old]
+    assert young.exists() and held.exists()
+
+
+def test_theory_predictions_must_be_finite_where_the_science_says():
+    fw = kind_config("featurewise", r=[1.0, 0.5])
+    ds = xr.Dataset({"z": (("time", "mode"), np.ones((3, 2))), "glv_max_rel_error": ("mode", [np.nan, 0.0])})
+    ds.attrs["config_json"] = __import__("json").dumps(expected_config(fw, "theory"))
+    assert problems(ds, "theory", fw) == []  # a diagnostic may be NaN
+    ds["z"][1, 1] = np.nan
+    (problem,) = problems(ds, "theory", fw)
+    assert "'z'" in problem and "time=1, mode=1" in problem
+    comp = kind_config("competition")
+    ds = xr.Dataset({"loss": ("point", [1.0, 0.5]), "tau_suppressed": ("mode", [np.inf, np.nan, 1.0])})
+    ds.attrs["config_json"] = __import__("json").dumps(expected_config(comp, "theory"))
+    assert problems(ds, "theory", comp) == []  # a mode that is never suppressed: inf on purpose
+
+
+def test_file_of_another_experiment_is_named(exp):
+    ds = run_file(exp)
+    ds.attrs["experiment"] = "other"
+    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03", experiment="collapse")
+    assert "experiment 'other', not 'collapse'" in problem
+    assert problems(ds, "train", exp, "diagonal_eps1e-03", experiment="other") == []
+    del ds.attrs["experiment"]  # a file of an earlier version: its title says
+    ds.attrs["title"] = "nqf training run diagonal_eps1e-03 of experiment other"
+    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03", experiment="collapse")
+    assert "'other'" in problem
+
+
+def test_square_matrix_cut_along_one_axis(exp):
+    ds = xr.Dataset({"C": (("mode", "mode_j"), np.eye(3)[:2])})
+    ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "structure"))
+    (problem,) = problems(ds, "structure", exp)
+    assert "'mode' and 'mode_j'" in problem and "sizes 2 and 3" in problem
+
+
+def test_runs_checked_against_structure_only_in_the_dims_given(tmp_path):
+    structure = xr.Dataset({"r": ("mode", [1.0, 0.5, 0.2]), "lam": ("sample", [1.0, 2.0])})
+    run = xr.Dataset({"z": (("step", "mode"), np.ones((4, 2))), "y": ("sample", [1.0])})
+    check_derived(structure, run, tmp_path / "r.nc", "train", dims=())  # nothing asked
+    with pytest.raises(ResultFileError) as err:
+        check_derived(structure, run, tmp_path / "r.nc", "train", dims=("mode",))
+    assert "'mode' has size 2" in str(err.value) and "rule 'train'" in str(err.value)
+
+
+def test_sizes_the_config_fixes():
+    fw = kind_config("featurewise", r=[1.0, 0.5, 0.25])
+    ds = xr.Dataset({"A_diag": (("sample", "param"), np.ones((3, 2)))})
+    ds.attrs["config_json"] = __import__("json").dumps(expected_config(fw, "data"))
+    (problem,) = problems(ds, "data", fw)
+    assert "'param' has size 2, the config makes it 3" in problem
+    ds = xr.Dataset({"A_diag": (("sample", "param"), np.ones((3, 3)))}, attrs=ds.attrs)
+    assert problems(ds, "data", fw) == []
+
+
+def test_variables_along_renamed_dimensions(exp):
+    ds = run_file(exp)
+    ds["loss"] = (("seed_x", "step_x"), ds["loss"].values)
+    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    assert "variable 'loss' is along (seed_x, step_x), not (..., step)" in problem
+    data = xr.Dataset({"A_diag": (("sample_x", "param_x"), np.ones((2, 2))), "y": ("sample", [1.0, 2.0])})
+    data.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "data"))
+    (problem,) = problems(data, "data", exp)
+    assert "'A_diag' is along (sample_x, param_x), not (sample, param)" in problem
+
+
+def test_fit_file_lacking_a_variable_its_kind_writes():
+    from nqf.experiments.common import Claim, claims_dataset
+    from nqf.experiments.validate import FIT_VARIABLES
+
+    comp = kind_config("competition")
+    ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
+    ds.attrs["config_json"] = __import__("json").dumps(expected_config(comp, "fit"))
+    for name in FIT_VARIABLES["competition"]:
+        ds[name] = ("mode", [1.0, 2.0, 3.0])
+    assert problems(ds, "fit", comp) == []
+    (problem,) = problems(ds.drop_vars("staircase_gap"), "fit", comp)
+    assert "lacks the variable(s) staircase_gap" in problem and "competition" in problem
+    diverged = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
+    diverged.attrs.update(config_json=ds.attrs["config_json"], diverged_runs="eps1e-03")
+    assert problems(diverged, "fit", comp) == []  # a fit of diverged runs holds its claims only
+
+
+def test_a_full_disk_is_one_sentence_and_leaves_no_temporary(tmp_path):
+    # a real file size limit (ulimit -f): netCDF reports 'NetCDF: HDF error', text writes EFBIG
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import resource, signal, numpy as np, xarray as xr
+        from nqf.netcdf import ResultWriteError, write_dataset, write_text
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+        for write in (lambda: write_dataset(xr.Dataset({{"x": ("i", np.random.default_rng(0).normal(size=9000))}}),
+                                            {str(tmp_path / 'big.nc')!r}, title="t"),
+                      lambda: write_text({str(tmp_path / 'big.txt')!r}, "x" * 50000)):
+            try:
+                write()
+            except ResultWriteError as exc:
+                print("REFUSED", exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED")]
+    assert len(lines) == 2, out.stdout + out.stderr
+    assert str(tmp_path / "big.nc") in lines[0] and "HDF error" in lines[0] and "free space" in lines[0]
+    assert "File too large" in lines[1]
+    assert list(tmp_path.iterdir()) == []  # no temporary, no partial file

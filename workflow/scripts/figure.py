@@ -15,9 +15,9 @@ cfg, style = snakemake.params.cfg, snakemake.params.style  # noqa: F821
 exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821
 paths = [snakemake.output.pdf, snakemake.output.png]  # noqa: F821
 with job(snakemake.log[0], "figure"):  # noqa: F821
-    theory = open_stage(snakemake.input.theory, "theory", exp_cfg)  # noqa: F821
-    fit = open_stage(snakemake.input.fit, "fit", exp_cfg)  # noqa: F821
-    runs = merge_seed_blocks({Path(p).stem: open_stage(p, "train", exp_cfg)  # noqa: F821
+    theory = open_stage(snakemake.input.theory, "theory", exp_cfg, experiment=snakemake.wildcards.exp)  # noqa: F821
+    fit = open_stage(snakemake.input.fit, "fit", exp_cfg, experiment=snakemake.wildcards.exp)  # noqa: F821
+    runs = merge_seed_blocks({Path(p).stem: open_stage(p, "train", exp_cfg, experiment=snakemake.wildcards.exp)  # noqa: F821
                               for p in snakemake.input.runs})  # noqa: F821
     if diverged_runs(runs):
         divergence_figure(runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])

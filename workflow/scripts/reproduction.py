@@ -9,7 +9,7 @@ from nqf.netcdf import write_text
 params = snakemake.params.experiments  # noqa: F821
 with job(snakemake.log[0], "reproduction") as log:  # noqa: F821
     experiments = snakemake.config["experiments"]  # noqa: F821
-    fits = {exp: open_stage(path, "fit", experiments[exp]) for exp, path in zip(sorted(params), snakemake.input)}  # noqa: F821
+    fits = {exp: open_stage(path, "fit", experiments[exp], experiment=exp) for exp, path in zip(sorted(params), snakemake.input)}  # noqa: F821
     header = (f"Written {datetime.date.today().isoformat()} from `results/fits/*.nc` "
               f"({len(fits)} experiments) by the workflow's reproduction rule.")
     text = markdown(collect(fits, params), header=header)

@@ -9,6 +9,9 @@ exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821
 with job(snakemake.log[0], "structure"):  # noqa: F821
     # the generic reduction needs the targets; a kind's own structure checks what it reads
     require = () if has_own_structure(cfg) else ("y",)
-    data = open_stage(snakemake.input[0], "data", exp_cfg, require=require)  # noqa: F821
-    write_dataset(structure_of(data, cfg), snakemake.output[0], config=cfg,  # noqa: F821
+    data = open_stage(snakemake.input[0], "data", exp_cfg, require=require,  # noqa: F821
+                      experiment=snakemake.wildcards.exp)  # noqa: F821
+    ds = structure_of(data, cfg)
+    ds.attrs["experiment"] = snakemake.wildcards.exp  # noqa: F821
+    write_dataset(ds, snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf structure statistics of experiment {snakemake.wildcards.exp}")  # noqa: F821

@@ -11,7 +11,7 @@ experiments = snakemake.config["experiments"]  # noqa: F821
 with job(snakemake.log[0], "summary") as log:  # noqa: F821
     rows = []
     for exp, path in zip(snakemake.params.experiments, snakemake.input):  # noqa: F821
-        rows += summary_rows(exp, open_stage(path, "fit", experiments[exp]))
+        rows += summary_rows(exp, open_stage(path, "fit", experiments[exp], experiment=exp))
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
     writer.writeheader()

@@ -24,7 +24,8 @@ base, block = split_run_id(snakemake.config["experiments"][snakemake.wildcards.e
 title = f"nqf training run {run} of experiment {snakemake.wildcards.exp}"  # noqa: F821
 torch.set_num_threads(max(1, snakemake.threads))  # noqa: F821
 with job(snakemake.log[0], "train") as log:  # noqa: F821
-    data = open_stage(snakemake.input[0], "data", snakemake.config["experiments"][snakemake.wildcards.exp])  # noqa: F821
+    data = open_stage(snakemake.input[0], "data", snakemake.config["experiments"][snakemake.wildcards.exp],  # noqa: F821
+                      experiment=snakemake.wildcards.exp)  # noqa: F821
     try:
         ds = kind_of(cfg).train_run(data, cfg, base, device=snakemake.config["device"])  # noqa: F821
     except TrainingDiverged as exc:

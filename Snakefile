@@ -27,11 +27,16 @@ include: "workflow/rules/figures.smk"
 rule all:
     default_target: True
     input:
-        expand("results/figures/{exp}.{ext}", exp=EXPERIMENTS, ext=("pdf", "png")),
+        expand(
+            "results/figures/{exp}.{ext}",
+            exp=EXPERIMENTS,
+            ext=("pdf", "png", "claims.csv", "claims.html"),
+        ),
         "results/figures/structure_matrices.pdf",
         "results/summary.csv",
         "results/reproduction.md",
         "results/reproduction.html",
+        "results/reproduction_verdicts.html",
         expand("results/{stage}/{exp}.nc", stage=("data", "structure", "theory", "fits"), exp=EXPERIMENTS),
         [
             f"results/runs/{exp}/{run}.nc"

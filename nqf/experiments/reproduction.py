@@ -29,6 +29,11 @@ PAPER_FIGURES = {
     "deep": ("Fig. 8", "deep networks vs 2-layer and 1-layer NQFs"),
     "samplewise_powerlaw": ("Theorem 11", "sample-wise power law (no figure in the paper)"),
 }
+# The style of the standalone HTML pages of the report (this page, the claims tables).
+PAGE_STYLE = ("body{font-family:sans-serif;max-width:72em;margin:2em auto;line-height:1.4}"
+              "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #bbb;padding:3px 6px;"
+              "font-size:90%;vertical-align:top}blockquote{color:#444;border-left:3px solid #bbb;margin:0.3em 0;"
+              "padding-left:0.8em}")
 ORDER = ("Fig. 2", "Fig. 3 (left, middle)", "Fig. 3 (right)", "Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8",
          "Theorem 11")
 
@@ -232,9 +237,5 @@ def html_page(markdown_text: str) -> str:
         elif line.strip():
             out.append(f"<p>{inline(line)}</p>")
     flush()
-    style = ("body{font-family:sans-serif;max-width:72em;margin:2em auto;line-height:1.4}"
-             "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #bbb;padding:3px 6px;"
-             "font-size:90%;vertical-align:top}blockquote{color:#444;border-left:3px solid #bbb;margin:0.3em 0;"
-             "padding-left:0.8em}")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>nqf reproduction</title>"
-            f"<style>{style}</style></head><body>" + "\n".join(out) + "</body></html>")
+            f"<style>{PAGE_STYLE}</style></head><body>" + "\n".join(out) + "</body></html>")

@@ -1,5 +1,9 @@
 """The reproduction page from synthetic fit rows: a reading that holds over fewer of the figure's
-rows says how many it checks, and each note is headed by what its row is about."""
+rows says how many it checks, and each note is headed by what its row is about; the report's HTML
+(the claims tables, the front page's verdicts) escapes every text."""
+import csv
+from html.parser import HTMLParser
+
 from nqf.experiments.reproduction import Experiment, markdown
 
 
@@ -19,3 +23,97 @@ def test_narrower_reading_and_note_subjects():
     assert "(`real_data_unit_norm` checks 1 of the 2 paper rows checked under some reading)" in page
     assert "* **mlp**: mlp parts at step 7" in page and "* **attention**: attention parts at step 28" in page
     assert "* **mlp**: mlp agrees to 2.7 %" in page
+
+
+# -- the HTML of the snakemake report ---------------------------------------------------------------
+
+class _Table(HTMLParser):
+    """Cells of every table row (text unescaped), the tags seen, the classes of the rows."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.rows, self.tags, self.row_classes, self._cell = [], [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "tr":
+            self.rows.append([])
+            self.row_classes.append(dict(attrs).get("class"))
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _parse(text: str) -> _Table:
+    parser = _Table()
+    parser.feed(text)
+    parser.close()
+    return parser
+
+
+def _claims_csv(tmp_path):
+    """A claims CSV written as the figure rule writes it, with text that HTML must escape."""
+    from nqf.experiments.common import SUMMARY_COLUMNS, Claim, claims_dataset, summary_rows
+
+    claims = [Claim("t* of <b>mode</b> 1 & 2", 1.0, 1.01, 0.05, note='tau "fast" < 1 </td><script>x</script>',
+                    checks="paper", source="Fig. 3: 'drops' at τ = 1"),
+              Claim("bound: D <= 0.01", 0.01, 0.02, 0.0, comparison="at_most", note="D ≈ 0.02")]
+    rows = summary_rows("fw", claims_dataset(claims))
+    path = tmp_path / "fw.claims.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows, path
+
+
+def test_claims_table_is_one_escaped_row_per_claim_from_the_csv(tmp_path):
+    from nqf.experiments.report_html import CLAIM_COLUMNS, claims_page
+
+    rows, path = _claims_csv(tmp_path)
+    with path.open(newline="") as f:
+        read_back = list(csv.DictReader(f))
+    page = claims_page("fw", read_back, description="a <i>test</i>")
+    assert page == claims_page("fw", rows, description="a <i>test</i>")  # the CSV's rows read the same
+    assert page.isascii() and "<script>" not in page and "<b>mode</b>" not in page
+    table = _parse(page)
+    assert table.tags.count("table") == 1 and "script" not in table.tags and "i" not in table.tags
+    header, *body = table.rows
+    assert header == [h for h, _ in CLAIM_COLUMNS]
+    assert [len(r) for r in body] == [len(CLAIM_COLUMNS)] * 2
+    cell = {h: [r[i] for r in body] for i, (h, _) in enumerate(CLAIM_COLUMNS)}
+    assert cell["quantity"] == ["t* of <b>mode</b> 1 & 2", "bound: D <= 0.01"]  # the text, unescaped
+    assert cell["note"] == ['tau "fast" < 1 </td><script>x</script>', "D ≈ 0.02"]
+    assert cell["paper's claim"] == ["Fig. 3: 'drops' at τ = 1", "-"]
+    assert cell["passed"] == ["yes", "NO"] and table.row_classes == [None, None, "miss"]
+    assert cell["tolerance"] == ["0.05", "bound"] and cell["measured"] == ["1.01", "0.02"]
+    assert "1 of 2 rows pass" in page
+
+
+def test_front_page_verdicts_name_each_figure_and_reading():
+    from nqf.experiments.report_html import verdicts_fragment
+
+    experiments = [
+        Experiment("real_data", "real_data", "", "literal", [row("mlp: losses agree", False, "parts")]),
+        Experiment("real_data_unit_norm", "real_data", "", "unit norm", [row("mlp: losses agree", True, "agrees")]),
+        Experiment("competition", "competition", "", "", [row("t*_1 <x>", True, "", checks="theorem"),
+                                                          row("t*_2", False, "", checks="ours")]),
+        Experiment("spl", "samplewise_powerlaw", "", "", [row("exponent", True, "", checks="theorem")]),
+    ]
+    text = verdicts_fragment(experiments)
+    table = _parse(text)
+    assert table.tags.count("table") == 1 and "html" not in table.tags  # a fragment, not a page
+    assert table.rows[1:] == [
+        ["Fig. 7", "odd vs even MNIST digits, module vs NQF",
+         "real_data: misses 1 of 1real_data_unit_norm: holds (1/1)"],  # one line per reading (<br>)
+        ["Theorem 11", "sample-wise power law (no figure in the paper)", "spl: no paper rows; theorem rows 1/1"],
+        ["this project", "competition", "competition: misses 1 of 2 rows"]]
+    assert "5 checked rows, 3 pass</b> (paper 1/2, theorem 2/2, ours 0/1)" in text and text.isascii()

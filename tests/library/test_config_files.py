@@ -299,3 +299,36 @@ def test_numbers_that_read_as_they_show_are_accepted(tmp_path, text, key, value)
     path = tmp_path / "c.yaml"
     path.write_text(f"experiments:\n  f:\n    kind: featurewise\n    {text}\n")
     assert read_config_file(path)["experiments"]["f"][key] == value
+
+
+# -- config/README.md (the workflow catalog's configuration page) against the schema ------------
+
+def _readme_kind_keys(text: str) -> dict[str, set[str]]:
+    """kind -> the keys its row of config/README.md's kinds table (section "The kinds") names,
+    asides in parentheses left out."""
+    import re
+
+    rows = {}
+    for line in text.split("### The kinds", 1)[1].split("\n## ", 1)[0].splitlines():
+        match = re.match(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \|$", line)
+        if match:
+            rows[match.group(1)] = set(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", match.group(2))))
+    return rows
+
+
+def test_config_readme_names_every_top_level_key_and_every_key_of_every_kind():
+    from nqf.config import kind_names, load_schema
+
+    schema = load_schema()
+    text = (ROOT / "config" / "README.md").read_text()
+    missing = [key for key in schema["properties"] if f"| `{key}` |" not in text]
+    missing += [f"figures.{key}" for key in schema["properties"]["figures"]["properties"] if f"`{key}`" not in text]
+    missing += [f"config/{p.name}" for p in (ROOT / "config").glob("*.yaml") if f"`config/{p.name}`" not in text]
+    assert not missing, f"config/README.md does not describe {missing}"
+    kinds = kind_names(schema)
+    rows = _readme_kind_keys(text)
+    assert sorted(rows) == sorted(kinds), "config/README.md's kinds table has one row per kind of the schema"
+    for kind in kinds:
+        keys = set(schema["$defs"][kind]["properties"]) - {"kind"}
+        assert rows[kind] == keys, (f"config/README.md's row of {kind}: missing {sorted(keys - rows[kind])}, "
+                                    f"not in the schema {sorted(rows[kind] - keys)}")

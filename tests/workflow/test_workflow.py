@@ -1,6 +1,7 @@
 """The Snakemake DAG end to end on config/test.yaml, through the snakemake CLI."""
 import csv
 import fnmatch
+import json
 import re
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from helpers import ROOT, read_test_config, snakemake
 
 pytestmark = pytest.mark.workflow
 # Outputs every rerun of a fit also replans: the summary and the reproduction page.
-SUMMARIES = {"results/summary.csv", "results/reproduction.md", "results/reproduction.html"}
+SUMMARIES = {"results/summary.csv", "results/reproduction.md", "results/reproduction.html",
+             "results/reproduction_verdicts.html"}
 
 
 def planned_outputs(proc) -> set[str]:
@@ -87,7 +89,8 @@ def test_changing_eps_reruns_only_that_experiment_from_train_on(finished, tmp_pa
     planned = planned_outputs(snakemake(work, "--configfile", str(cfg), "-n"))
     assert planned == {"results/runs/featurewise/gd.nc", "results/theory/featurewise.nc",
                        "results/fits/featurewise.nc", "results/figures/featurewise.pdf",
-                       "results/figures/featurewise.png", "results/figures/featurewise.claims.csv"} | SUMMARIES
+                       "results/figures/featurewise.png", "results/figures/featurewise.claims.csv",
+                                 "results/figures/featurewise.claims.html"} | SUMMARIES
 
 
 def test_changing_data_reruns_every_stage_of_that_experiment_only(finished, tmp_path):
@@ -133,7 +136,8 @@ def test_adding_an_eps_value_trains_only_the_new_runs(finished, tmp_path):
     assert trained == {"results/runs/competition/eps1e-09.nc"}
     assert planned - trained <= {"results/theory/competition.nc", "results/fits/competition.nc",
                                  "results/figures/competition.pdf", "results/figures/competition.png",
-                                 "results/figures/competition.claims.csv"} | SUMMARIES
+                                 "results/figures/competition.claims.csv",
+                                 "results/figures/competition.claims.html"} | SUMMARIES
 
 
 def test_adding_a_seed_trains_only_its_block(finished, tmp_path):
@@ -154,7 +158,8 @@ def test_adding_a_seed_trains_only_its_block(finished, tmp_path):
     assert trained == {f"results/runs/teacher_student/mlp.seeds-{new}.nc"}
     assert planned - trained == {"results/fits/teacher_student.nc", "results/figures/teacher_student.pdf",
                                  "results/figures/teacher_student.png",
-                                 "results/figures/teacher_student.claims.csv"} | SUMMARIES
+                                 "results/figures/teacher_student.claims.csv",
+                                 "results/figures/teacher_student.claims.html"} | SUMMARIES
     old = {p: p.stat().st_mtime_ns for p in (copy / "results" / "runs").rglob("*.nc")}
     snakemake(copy, "--configfile", str(cfg))
     assert {p: p.stat().st_mtime_ns for p in old} == old
@@ -215,6 +220,17 @@ def test_html_report_groups_figures_and_claims_by_experiment(finished):
     for exp in yaml.safe_load(cfg.read_text())["experiments"]:
         assert f"{exp}.claims.csv" in html and f"exp={exp}" in html, exp
     assert "summary.csv" in html and "reproduction.html" in html
+    # the results: every experiment's PNG (shown inline), PDF and claims table (HTML, shown inline)
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    for exp in yaml.safe_load(cfg.read_text())["experiments"]:
+        mimes = {Path(p).name: r["mime_type"] for p, r in results.items() if f"/{exp}." in p}
+        assert mimes == {f"{exp}.png": "image/png", f"{exp}.pdf": "application/pdf",
+                         f"{exp}.claims.html": "text/html", f"{exp}.claims.csv": "text/csv"}, mimes
+    # the front page: the workflow's description and the verdicts table, and no RST error
+    front = json.loads(re.search(r"var workflow_desc = (\".*?\");\n", html, re.S).group(1))
+    assert "system-message" not in html and "Verdicts." in front and "The workflow." in front
+    assert re.search(r"<b>\d+ checked rows, \d+ pass</b>", front)
+    assert "<td>Fig. 3 (left, middle)</td>" in front and "<code>featurewise</code>: <b>holds (" in front
 
 
 # Empty CF tables for the checker, which otherwise downloads them (no file here uses a standard

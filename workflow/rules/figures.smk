@@ -5,9 +5,13 @@ rule figure:
         fit="results/fits/{exp}.nc",
         runs=run_files,
     output:
-        pdf=report("results/figures/{exp}.pdf", category="{exp}", caption="../report/figure.rst"),
-        png="results/figures/{exp}.png",
+        # the report shows the PNG and the claims table inline; the PDF and the CSV are downloads
+        pdf=report("results/figures/{exp}.pdf", category="{exp}", caption="../report/figure_pdf.rst"),
+        png=report("results/figures/{exp}.png", category="{exp}", caption="../report/figure.rst"),
         claims=report("results/figures/{exp}.claims.csv", category="{exp}", caption="../report/claims.rst"),
+        claims_html=report(
+            "results/figures/{exp}.claims.html", category="{exp}", caption="../report/claims_table.rst"
+        ),
     log:
         "results/logs/figures/{exp}.log",
     benchmark:
@@ -41,10 +45,14 @@ rule structure_figure:
     output:
         pdf=report(
             "results/figures/structure_matrices.pdf",
-            category="structure matrices",
+            category="structure_matrices",
+            caption="../report/figure_pdf.rst",
+        ),
+        png=report(
+            "results/figures/structure_matrices.png",
+            category="structure_matrices",
             caption="../report/structure_matrices.rst",
         ),
-        png="results/figures/structure_matrices.png",
     log:
         "results/logs/figures/structure_matrices.log",
     benchmark:
@@ -75,6 +83,12 @@ rule reproduction:
         md="results/reproduction.md",
         html=report(
             "results/reproduction.html", category="reproduction", caption="../report/reproduction.rst"
+        ),
+        # the verdicts table of the report's front page (workflow/report/workflow.rst inserts it)
+        verdicts=report(
+            "results/reproduction_verdicts.html",
+            category="reproduction",
+            caption="../report/verdicts.rst",
         ),
     log:
         "results/logs/reproduction.log",

@@ -1,4 +1,5 @@
-"""Rule figure: the experiment's figure as PDF and PNG (or a notice if runs diverged)."""
+"""Rule figure: the experiment's figure as PDF and PNG (or a notice if runs diverged), and its
+checked claims as CSV and as the HTML table the report shows."""
 from pathlib import Path
 
 import csv
@@ -8,6 +9,7 @@ from nqf.experiments import figure_of, merge_seed_blocks
 from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
 from nqf.experiments.divergence import divergence_figure, diverged_runs
 from nqf.experiments.jobs import job
+from nqf.experiments.report_html import claims_page
 from nqf.experiments.validate import open_stage
 from nqf.netcdf import write_text
 
@@ -26,5 +28,8 @@ with job(snakemake.log[0], "figure"):  # noqa: F821
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
     writer.writeheader()
-    writer.writerows(summary_rows(snakemake.wildcards.exp, fit))  # noqa: F821
+    rows = summary_rows(snakemake.wildcards.exp, fit)  # noqa: F821
+    writer.writerows(rows)
     write_text(snakemake.output.claims, buffer.getvalue())  # noqa: F821
+    write_text(snakemake.output.claims_html, claims_page(snakemake.wildcards.exp, rows,  # noqa: F821
+                                                         description=exp_cfg.get("description", "")))

@@ -1,7 +1,9 @@
-"""Rule reproduction: results/reproduction.md and .html, one section per paper figure."""
+"""Rule reproduction: results/reproduction.md and .html, one section per paper figure, and the
+verdicts of the report's front page (results/reproduction_verdicts.html)."""
 import datetime
 
 from nqf.experiments.jobs import job
+from nqf.experiments.report_html import verdicts_fragment
 from nqf.experiments.reproduction import collect, html_page, markdown
 from nqf.experiments.validate import open_stage
 from nqf.netcdf import write_text
@@ -12,7 +14,10 @@ with job(snakemake.log[0], "reproduction") as log:  # noqa: F821
     fits = {exp: open_stage(path, "fit", experiments[exp], experiment=exp) for exp, path in zip(sorted(params), snakemake.input)}  # noqa: F821
     header = (f"Written {datetime.date.today().isoformat()} from `results/fits/*.nc` "
               f"({len(fits)} experiments) by the workflow's reproduction rule.")
-    text = markdown(collect(fits, params), header=header)
+    collected = collect(fits, params)
+    text = markdown(collected, header=header)
     write_text(snakemake.output.md, text)  # noqa: F821
     write_text(snakemake.output.html, html_page(text))  # noqa: F821
-    log.info("wrote %s and %s", snakemake.output.md, snakemake.output.html)  # noqa: F821
+    write_text(snakemake.output.verdicts, verdicts_fragment(collected))  # noqa: F821
+    log.info("wrote %s, %s and %s", snakemake.output.md, snakemake.output.html,  # noqa: F821
+             snakemake.output.verdicts)  # noqa: F821

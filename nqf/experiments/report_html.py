@@ -1,0 +1,103 @@
+"""HTML for the Snakemake report (``snakemake --report``): each experiment's checked claims as a
+table the report shows inline (``results/figures/{exp}.claims.html``, beside the CSV), and the
+verdicts on the report's front page (``results/reproduction_verdicts.html``, a fragment that
+workflow/report/workflow.rst inserts). Every text from a fit file or the config is escaped; the
+output is ASCII (other characters as character references), so it reads the same whether the
+report embeds it in its front page or shows it on its own.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+from nqf.experiments.reproduction import PAGE_STYLE, Experiment, _num, figure_sections
+
+# The columns of a claims table: (heading, row key); the experiment is the page's title.
+CLAIM_COLUMNS = (("quantity", "quantity"), ("checks", "checks"), ("reading", "reading"),
+                 ("predicted", "predicted"), ("measured", "measured"), ("rel. error", "rel_error"),
+                 ("tolerance", "tolerance"), ("passed", "passed"), ("tolerance source", "tolerance_source"),
+                 ("paper's claim", "source"), ("note", "note"))
+_NUMBERS = ("predicted", "measured", "rel_error")
+
+
+def _esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _ascii(text: str) -> str:
+    return text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def _passed(row: dict) -> bool:
+    """The row's pass, from summary_rows (a bool) or read back from a claims CSV ('True'/'False')."""
+    value = row["passed"]
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "1")
+
+
+def _cell(key: str, row: dict) -> str:
+    value = row.get(key, "")
+    if key in _NUMBERS:
+        return _num(float(value))
+    if key == "tolerance":
+        # a row without a tolerance checks a bound: measured at most / at least the predicted value
+        return _num(float(value)) if math.isfinite(float(value)) else "bound"
+    if key == "passed":
+        return "yes" if _passed(row) else "NO"
+    return _esc(value) if str(value) else "-"
+
+
+def claims_page(exp_id: str, rows: list[dict], *, description: str = "") -> str:
+    """A standalone HTML page with the table of one experiment's checked claims (rows as
+    :func:`nqf.experiments.common.summary_rows` gives them, or as csv.DictReader reads them back
+    from the claims CSV); a missed row is highlighted."""
+    passed = sum(_passed(r) for r in rows)
+    head = "".join(f"<th>{_esc(h)}</th>" for h, _ in CLAIM_COLUMNS)
+    body = []
+    for r in rows:
+        cells = "".join(f"<td>{_cell(key, r)}</td>" for _, key in CLAIM_COLUMNS)
+        body.append(f"<tr{'' if _passed(r) else ' class=miss'}>{cells}</tr>")
+    title = f"Checked claims of {_esc(exp_id)}"
+    intro = (f"<p>{_esc(description) + ': ' if description else ''}{passed} of {len(rows)} rows pass. "
+             "Numbers to 4 significant digits (the CSV of the same category has them in full); "
+             "rel. error is |measured - predicted| / |predicted|, or |measured - predicted| for a row "
+             "checked in absolute terms; "
+             "tolerance 'bound': the row checks that measured is at most or at least predicted; "
+             "checks: paper = a claim of the paper, theorem = a theorem checked against training, "
+             "ours = this project's own claim.</p>")
+    table = (f"<table><tr>{head}</tr>" + "".join(body) + "</table>") if rows else "<p>No checked rows.</p>"
+    style = PAGE_STYLE + "tr.miss td{background:#fde2e2}"
+    return _ascii(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
+                  f"<style>{style}</style></head><body><h1>{title}</h1>{intro}{table}</body></html>")
+
+
+def _frac(rows) -> str:
+    return f"{sum(_passed(r) for r in rows)}/{len(rows)}"
+
+
+def verdicts_fragment(experiments: list[Experiment]) -> str:
+    """The front page's verdicts, an HTML fragment (no page around it): the totals, then one row
+    per paper figure with the verdict under each experiment (reading) that ran it, then this
+    project's own experiments."""
+    rows = [r for e in experiments for r in e.rows]
+    totals = ", ".join(f"{c} {_frac([r for r in rows if r['checks'] == c])}" for c in ("paper", "theorem", "ours"))
+    out = [f"<p><b>{len(rows)} checked rows, {sum(_passed(r) for r in rows)} pass</b> ({totals}).</p>",
+           "<table><tr><th>paper</th><th>what</th><th>verdict of the paper's rows, per experiment</th></tr>"]
+    for sec in figure_sections(experiments):
+        verdicts = []
+        for rd in sec["readings"]:
+            exp, verdict = rd["experiment"], rd["verdict"]
+            text = f"holds ({_frac(rd['paper'])})" if verdict == "holds" else verdict
+            if not rd["paper"]:  # a theorem's experiment: its theorem and own rows instead
+                text += "".join(f"; {name} rows {_frac(rd[key])}" for name, key in (("theorem", "theorem"),
+                                                                                 ("own", "ours")) if rd[key])
+            verdicts.append(f"<code>{_esc(exp.exp_id)}</code>: {'<b>' + text + '</b>' if verdict == 'holds' else text}")
+        out.append(f"<tr><td>{_esc(sec['figure'])}</td><td>{_esc(sec['title'])}</td>"
+                   f"<td>{'<br>'.join(verdicts)}</td></tr>")
+    for e in experiments:
+        if not e.figure:
+            missed = sum(not _passed(r) for r in e.rows)
+            text = f"all {len(e.rows)} rows hold" if not missed else f"misses {missed} of {len(e.rows)} rows"
+            out.append(f"<tr><td>this project</td><td>{_esc(e.kind)}</td>"
+                       f"<td><code>{_esc(e.exp_id)}</code>: {text}</td></tr>")
+    out.append("</table>")
+    return _ascii("\n".join(out) + "\n")

@@ -95,7 +95,9 @@ RUN_DIMS_OF_STRUCTURE: dict[str, tuple[str, ...]] = {
 # (nqf.experiments.common.form_to_dataset), the recorded loss, z and M of a run
 # (nqf.experiments.diagonal_gd and the kinds that record along 'step').
 VARIABLE_DIMS: dict[str, dict[str, tuple[str, ...]]] = {
-    "data": {"A_diag": ("sample", "param"), "A": ("sample", "param", "param_j"), "y": ("sample",)},
+    # leading axes allowed: fourier_powerlaw's data hold one problem per theta, y (theta, sample)
+    "data": {"A_diag": ("...", "sample", "param"), "A": ("...", "sample", "param", "param_j"),
+             "y": ("...", "sample")},
     "train": {"loss": ("...", "step"), "z": ("...", "step", "mode"), "M": ("...", "step", "row", "col")},
 }
 

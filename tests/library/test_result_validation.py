@@ -271,7 +271,7 @@ def test_variables_along_renamed_dimensions(exp):
     data = xr.Dataset({"A_diag": (("sample_x", "param_x"), np.ones((2, 2))), "y": ("sample", [1.0, 2.0])})
     data.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "data"))
     (problem,) = problems(data, "data", exp)
-    assert "'A_diag' is along (sample_x, param_x), not (sample, param)" in problem
+    assert "'A_diag' is along (sample_x, param_x), not (..., sample, param)" in problem
 
 
 def test_fit_file_lacking_a_variable_its_kind_writes():
@@ -316,3 +316,16 @@ def test_a_full_disk_is_one_sentence_and_leaves_no_temporary(tmp_path):
     assert str(tmp_path / "big.nc") in lines[0] and "HDF error" in lines[0] and "free space" in lines[0]
     assert "File too large" in lines[1]
     assert list(tmp_path.iterdir()) == []  # no temporary, no partial file
+
+
+def test_data_variables_may_carry_leading_axes():
+    """fourier_powerlaw's data hold one problem per theta: y (theta, sample), A_diag (theta,
+    sample, param) are what its data stage writes, not a fault."""
+    import xarray as xr
+
+    from nqf.experiments.validate import dimension_problems
+
+    ds = xr.Dataset({"y": (("theta", "sample"), np.zeros((3, 4))),
+                     "A_diag": (("theta", "sample", "param"), np.zeros((3, 4, 2)))})
+    assert dimension_problems(ds, "data") == []
+    assert dimension_problems(ds.rename(sample="s"), "data")

@@ -139,8 +139,12 @@ def tidy_log_ticks(fig) -> None:
             decades = math.log10(hi / lo)
             powers = math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) + 1  # powers of ten in view
             if powers >= 2:
-                axis.set_major_locator(LogLocator(base=10.0, numticks=MAX_LOG_LABELS + 1))
-                axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=True))
+                stride = math.ceil(powers / MAX_LOG_LABELS)  # label every stride-th power of ten
+                axis.set_major_locator(LogLocator(base=10.0 ** stride, numticks=MAX_LOG_LABELS + 2))
+                axis.set_major_formatter(LogFormatterSciNotation(base=10.0, labelOnlyBase=True))
+                axis.set_minor_locator(LogLocator(base=10.0, subs=np.arange(1, 10) * 1.0, numticks=100))
+                axis.set_minor_formatter(NullFormatter())
+                continue
             else:
                 subs = ((1.0, 2.0, 5.0) if decades >= 1.0 else (1.0, 2.0, 3.0, 5.0) if decades >= 0.5
                         else (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0))

@@ -39,6 +39,7 @@ _SOURCES = {
     **dict.fromkeys(("fit_power_law", "predict_exponent"), "nqf.scaling"),
     "QuadraticModel": "nqf.quadratic",
     **dict.fromkeys(("TrainingDiverged", "train"), "nqf.training"),
+    "open_runs": "nqf.runs",
 }
 
 __all__ = [*_SOURCES, "architectures"]

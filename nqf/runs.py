@@ -104,7 +104,19 @@ def _shape_problem(datasets: list[xr.Dataset], names: list[str]) -> str | None:
         if len(set(sizes.values())) > 1:
             shown = ", ".join(f"{n}: {s if s is not None else 'absent'}" for n, s in list(sizes.items())[:6])
             return f"dimension '{dim}' differs between runs ({shown})"
+    for dim in sorted({d for ds in datasets for d in ds.dims if d in ds.coords} - {"record", "step", "run"}):
+        values = {name: ds[dim].values for name, ds in zip(names, datasets)}
+        first = next(iter(values.values()))
+        if any(not np.array_equal(v, first) for v in values.values()):
+            shown = ", ".join(f"{n}: {_brief(v)}" for n, v in list(values.items())[:6])
+            return f"the values of coordinate '{dim}' differ between runs ({shown})"
     return None
+
+
+def _brief(values: np.ndarray) -> str:
+    """A coordinate's values for a message: the first few."""
+    shown = ", ".join(f"{v:g}" if isinstance(v, (float, np.floating)) else str(v) for v in values[:4])
+    return f"[{shown}{', ...' if len(values) > 4 else ''}]"
 
 
 def _separating(datasets: list[xr.Dataset]) -> str:

@@ -545,3 +545,17 @@ def test_module_inputs_checked_once_per_shape_and_token_axis_free():
     assert tuple(mha(x).shape) == (2, 2) and mha.__dict__["_checked_input_shapes"] == ((2, 4), (2, 4, 9))
     mlp = arch.TwoLayerMLP()
     assert tuple(mlp.forward_with(torch.ones(7, 9, dtype=torch.float64), torch.ones(3, 5, dtype=torch.float64)).shape) == (3, 2)
+
+
+def test_open_runs_refuses_runs_whose_coordinate_values_differ(tmp_path):
+    """deep's MLP and attention runs share the size of init_variance but not its values: refused in one
+    sentence naming the coordinate and a separating selection, not xarray's AlignmentError."""
+    folder = tmp_path / "runs" / "exp"
+    for name, variances in (("mlp", [0.05, 0.5]), ("attention", [0.1, 1.0])):
+        ds = xr.Dataset({"loss": (("init_variance", "step"), np.ones((2, 3)))},
+                        coords={"init_variance": variances, "step": [0, 1, 2]}, attrs={"run": name})
+        write_dataset(ds.assign_coords(architecture=name), folder / f"{name}.nc", title="run")
+    with pytest.raises(ValueError, match=r"coordinate 'init_variance' differ between runs \(attention: \[0\.1, 1\], "
+                                         r"mlp: \[0\.05, 0\.5\]\).*open_runs\('exp', architecture="):
+        open_runs("exp", results=tmp_path)
+    assert open_runs("exp", results=tmp_path, architecture="mlp").sizes["run"] == 1

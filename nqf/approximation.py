@@ -267,8 +267,8 @@ def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torc
             "rel_learned": "RMS over the probe set of (f_module - f_NQF) / RMS of (f_module - f(0))",
             "probe_loss_module": "module MSE against the teacher on the probe set",
             "probe_loss_nqf": "NQF MSE against the teacher on the probe set",
-            "batch_loss_module": "module minibatch loss before the step",
-            "batch_loss_nqf": "NQF minibatch loss before the step"}
+            "batch_loss_module": "module minibatch loss before the step (NaN at the last step: no step follows)",
+            "batch_loss_nqf": "NQF minibatch loss before the step (NaN at the last step: no step follows)"}
     for n in names:
         ds[n] = (("seed", "step"), rec[n], {"units": "1", "long_name": long[n]})
     ds["parting_step"] = ("seed", parting, {"units": "1", "long_name": f"first step with rel_output > {threshold:g} (-1: none)"})

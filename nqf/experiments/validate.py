@@ -63,7 +63,7 @@ NONFINITE: dict[tuple[str, str], dict[str, str]] = {
     ("fourier_powerlaw", "train"): {"loss": "NaN beyond a theta's steps", "coef": "NaN beyond a theta's steps",
                                     "u": "NaN beyond a theta's steps", "z": "NaN beyond a theta's steps",
                                     "tanh_argument": "NaN beyond a theta's steps"},
-    ("teacher_student", "train"): {"batch_loss_*": "NaN where no minibatch was drawn (step 0)"},
+    ("teacher_student", "train"): {"batch_loss_*": "NaN at the last recorded step, after which no minibatch is drawn"},
     ("deep", "train"): {"train_*": "NaN after a divergence the kind records as a failed escape",
                         "test_*": "NaN after a divergence", "truncation": "NaN after a divergence"},
 }

@@ -421,6 +421,9 @@ CASES = [
     ("DenseForm: bool tensor", lambda: DenseForm(torch.ones(1, 2, 2, dtype=torch.bool)), TypeError, ["A", "booleans"]),
     ("structure_matrix: x None", lambda: structure_matrix(unit, None, 3), TypeError, ["x", "tensor"]),
     ("expansion: x text", lambda: expansion(unit, "abc", 3), TypeError, ["x", "tensor"]),
+    ("theorem5: lam empty", lambda: theorem5(np.zeros((0, 0)), Y2, 0.01, T5), ValueError, ["lam", "empty"]),
+    ("theorem7: Y empty", lambda: theorem7(np.zeros((0, 0)), 0.5, T5, M0=0.01 * np.eye(2)), ValueError,
+     ["Y", "empty"]),
     ("predicted_seed_scatter: zeta empty", lambda: predicted_seed_scatter([], 4), ValueError, ["zeta", "empty"]),
 ]
 

@@ -61,6 +61,9 @@ def _numeric(name: str, x) -> np.ndarray:
         raise TypeError(f"{name} must be an array of real numbers; got {describe(x)}.") from None
     if raw.dtype.kind == "c" or (raw.dtype == object and any(isinstance(v, complex) for v in raw.ravel())):
         raise TypeError(f"{name} must be real, not complex; got a complex array of shape {raw.shape}.")
+    if raw.dtype.kind == "b" or (raw.dtype == object and any(isinstance(v, (bool, np.bool_)) for v in raw.ravel())):
+        raise TypeError(f"{name} must be an array of real numbers, not booleans (True/False would be read as "
+                        f"1/0); got a boolean array of shape {raw.shape}.")
     if raw.dtype.kind in "USV" or (raw.dtype == object and any(isinstance(v, (str, bytes)) for v in raw.ravel())):
         raise TypeError(f"{name} must be an array of real numbers; got text ({describe(x)}).")
     try:

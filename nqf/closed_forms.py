@@ -22,7 +22,7 @@ from nqf.lotka_volterra import _mode_vectors, logistic_solution
 def _sample_modes(lam, y, z0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """lam (m, K), y (m,) or (n, n_out) sample-major, z0 (K,) or a scalar: finite, matching,
     z0 >= 0 (Theorems 4 and 5); returns y flat and n = y.shape[0], the loss's 1/n (nqf.losses)."""
-    lam = _checks.array("lam", lam, ndim=2)
+    lam = _checks.array("lam", lam, ndim=2, nonempty=True)
     y, n = flat_targets(y, lam.shape[0])
     z0 = _checks.array("z0", z0, ndim=(0, 1))
     if z0.ndim == 1 and z0.shape[0] != lam.shape[1]:
@@ -300,6 +300,8 @@ def theorem7(Y, c: float, t, *, M0=None, W0=None) -> np.ndarray:
     factor G is carried along (never re-factorised), so tiny modes keep their relative accuracy.
     """
     Y = _checks.square("Y", Y)
+    if Y.size == 0:
+        raise ValueError("Y (the target moment, p x p) must not be empty; got shape (0, 0).")
     _checks.symmetric("Y", Y, context=" (the target moment (4/m) sum y_mu A_mu)")
     c = _checks.scalar("c", c, low=0.0)
     _checks.initial_state(M0, W0, Y.shape[0])  # checks only: the factor below keeps the given W0 exactly

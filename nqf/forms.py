@@ -34,7 +34,7 @@ def _check_matrices(name: str, A: Tensor, what: str) -> None:
 
 def _real_tensor(name: str, x) -> Tensor:
     """A structure form's matrices as a real floating tensor: a tensor without data (meta) or a
-    complex one refused, integer and bool tensors cast to float64 (as numpy inputs are)."""
+    complex and bool ones refused, integer tensors cast to float64 (as numpy inputs are)."""
     from nqf import _checks
 
     if not isinstance(x, Tensor):
@@ -42,6 +42,9 @@ def _real_tensor(name: str, x) -> Tensor:
     _checks.tensor_data(name, x)
     if x.is_complex():
         raise TypeError(f"{name} must be real, not complex; got a {x.dtype} tensor of shape {tuple(x.shape)}.")
+    if x.dtype == torch.bool:
+        raise TypeError(f"{name} must hold real numbers, not booleans (True/False would be read as 1/0); "
+                        f"got a bool tensor of shape {tuple(x.shape)}.")
     return x if x.is_floating_point() else x.to(torch.float64)
 
 

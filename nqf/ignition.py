@@ -116,7 +116,7 @@ def predicted_seed_scatter(zeta, d: int, *, a: float = 1.0) -> np.ndarray:
 
     d = _checks.integer("d (the number of units)", d, minimum=1)
     a = _checks.positive("a", a)
-    zeta = _checks.array("zeta", zeta)
+    zeta = _checks.array("zeta", zeta, nonempty=True)
     spread = float(np.sqrt(polygamma(1, d / 2.0)))
     with np.errstate(divide="ignore"):
         return np.where(zeta > 0, spread / (a * np.where(zeta > 0, zeta, 1.0)), np.inf)

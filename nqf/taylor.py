@@ -57,6 +57,8 @@ def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> 
     p = _checks.integer("p", p, minimum=1)
     if not callable(unit):
         raise TypeError(f"unit must be a function unit(w, x); got a {type(unit).__name__}.")
+    if x is None or isinstance(x, (str, bytes)):
+        raise TypeError(f"x must be a tensor (or a tuple/dict of tensors) of inputs; got {_checks.describe(x)}.")
     for leaf in tree_flatten(x)[0]:
         if isinstance(leaf, Tensor):
             _checks.tensor_data("x", leaf)

@@ -410,6 +410,21 @@ CASES = [
     ("fit_power_law: one time", lambda: fit_power_law([1.0], [1.0], (0.5, 2.0), n_boot=10), ValueError,
      ["t", "at least 2"]),
     ("mflow: t None", lambda: mflow(form(), M0=0.01 * np.eye(2), y=Y2), ValueError, ["t", "needed"]),
+    # the library audit (audit/library_audit.py): booleans read as 1/0, x that is not a tensor, empty zeta
+    ("glv: r boolean", lambda: glv(np.array([True, False]), C2, [0.1, 0.1], T5), TypeError, ["r", "booleans"]),
+    ("train: y boolean", lambda: train(model(), np.array([True, False]), lr=0.1, steps=2), TypeError, ["y", "booleans"]),
+    ("QuadraticModel: W0 boolean", lambda: model(np.eye(2, dtype=bool)), TypeError, ["W0", "booleans"]),
+    ("predict: t boolean", lambda: predict(form(), Y2, np.array([False, True]), M0=0.01 * np.eye(2)), TypeError,
+     ["t", "booleans"]),
+    ("DiagonalForm: bool tensor", lambda: DiagonalForm(torch.ones(2, 2, dtype=torch.bool)), TypeError,
+     ["diag", "booleans"]),
+    ("DenseForm: bool tensor", lambda: DenseForm(torch.ones(1, 2, 2, dtype=torch.bool)), TypeError, ["A", "booleans"]),
+    ("structure_matrix: x None", lambda: structure_matrix(unit, None, 3), TypeError, ["x", "tensor"]),
+    ("expansion: x text", lambda: expansion(unit, "abc", 3), TypeError, ["x", "tensor"]),
+    ("theorem5: lam empty", lambda: theorem5(np.zeros((0, 0)), Y2, 0.01, T5), ValueError, ["lam", "empty"]),
+    ("theorem7: Y empty", lambda: theorem7(np.zeros((0, 0)), 0.5, T5, M0=0.01 * np.eye(2)), ValueError,
+     ["Y", "empty"]),
+    ("predicted_seed_scatter: zeta empty", lambda: predicted_seed_scatter([], 4), ValueError, ["zeta", "empty"]),
 ]
 
 

@@ -203,9 +203,26 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
         kind = kind_of(exp)
         problems = seed_block_check(exp) or eps_check(exp) or run_id_check(exp)
         # sizes before the kind's check, which may build its modules (an estimate builds none)
-        problems = problems or machine.size_problems(exp_id, exp, kind, limit) or hook(kind, "check")(exp)
+        problems = problems or machine.size_problems(exp_id, exp, kind, limit) or _kind_check(kind, exp)
         for key, problem in problems:
-            raise ConfigError(f"Config key 'experiments.{exp_id}.{key}': {problem}")
+            raise ConfigError(f"Config key 'experiments.{exp_id}{'.' + key if key else ''}': {problem}")
+
+
+def _kind_check(kind, exp: dict) -> list[tuple[str, str]]:
+    """The kind's ``check``; a value far out of range (an exponent of 1e300) can make the quantities
+    it derives non-finite, and the ValueError that raises becomes a sentence, not a traceback."""
+    import warnings
+
+    import numpy as np
+
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # the overflow's ValueError follows
+            return hook(kind, "check")(exp)
+    except (ValueError, ArithmeticError) as exc:
+        first = " ".join(str(exc).split())[:160]
+        return [("", f"its values give no computable {exp['kind']} problem ({type(exc).__name__}: {first}); "
+                             "a value is probably far outside its useful range.")]
 
 
 # Initial scales: every kind takes ln(1/eps), which overflows below the smallest normal float64

@@ -470,3 +470,17 @@ def test_text_that_is_not_valid_unicode_is_refused_naming_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"^Config key 'experiments\.x\.description' holds text that is not valid "
                                           r"Unicode \(the code point 0xd800, a lone surrogate, at character 1\)"):
         validate_config(load_yaml(path))
+
+
+@pytest.mark.parametrize("kind, keys", [("samplewise_powerlaw", {"gamma1": 1e300}),
+                                        ("samplewise_powerlaw", {"beta0": 1e300}),
+                                        ("competition", {"lam": [[1e300, 0.0], [0.0, 1.0]], "y": [1.0, 0.5]})])
+def test_a_value_that_makes_a_kinds_check_non_finite_is_refused_in_a_sentence(kind, keys):
+    """Found by audit/config_audit.py: such values passed the schema (no upper bound) and the kind's
+    check raised a ValueError from its derived arrays, a traceback at parse time."""
+    from nqf import experiments
+
+    cfg = validate_config({"device": "cpu", "experiments": {"e": {"kind": kind, **keys}}})
+    with pytest.raises(ConfigError, match=rf"^Config key 'experiments\.e': its values give no computable {kind} "
+                                          r"problem \(ValueError: "):
+        experiments.check_config(cfg)

@@ -106,18 +106,18 @@ def collision_cases() -> list[Case]:
              {"c.yaml": one("collapse", architectures=["diagonal", "rectangular"], eps=[1.0e-3, 1.2e-3])},
              runs=("collapse", 4)),
         Case(c, "collapse eps [1.0e-3, 1.0000001e-3]", "distinct",
-             {"c.yaml": one("collapse", architectures=["diagonal"], eps=[1.0e-3, 1.0000001e-3])},
-             runs=("collapse", 2)),
+             {"c.yaml": one("collapse", architectures=["diagonal", "rectangular"], eps=[1.0e-3, 1.0000001e-3])},
+             runs=("collapse", 4)),
         Case(c, "collapse eps [1e-300, 1.0000001e-300] (tiny, near-equal)", "distinct",
-             {"c.yaml": one("collapse", architectures=["diagonal"], eps=[1e-300, 1.0000001e-300])},
-             runs=("collapse", 2)),
+             {"c.yaml": one("collapse", architectures=["diagonal", "rectangular"], eps=[1e-300, 1.0000001e-300])},
+             runs=("collapse", 4)),
         Case(c, "collapse eps with a subnormal 5e-324", "refuse",
-             {"c.yaml": one("collapse", architectures=["diagonal"], eps=[5e-324, 1e-3])}, names=("eps",)),
+             {"c.yaml": one("collapse", architectures=["diagonal", "rectangular"], eps=[5e-324, 1e-3])}, names=("eps",)),
         Case(c, "collapse architectures [diagonal, diagonal]", "refuse",
              {"c.yaml": one("collapse", architectures=["diagonal", "diagonal"])}, names=("architectures",)),
         Case(c, "collapse eps [1e-3, 1.2e-3] via --config, configfile eps [1e-3, 1e-6]", "distinct",
-             {"c.yaml": one("collapse", architectures=["diagonal"], eps=[1e-3, 1e-6])},
-             overrides=["experiments={collapse: {eps: [1.0e-3, 1.2e-3]}}"], runs=("collapse", 2)),
+             {"c.yaml": one("collapse", architectures=["diagonal", "rectangular"], eps=[1e-3, 1e-6])},
+             overrides=["experiments={collapse: {eps: [1.0e-3, 1.2e-3]}}"], runs=("collapse", 4)),
         Case(c, "init_scaling eps [1.0e-3, 1.2e-3] (eps is no run-id key)", "distinct",
              {"c.yaml": one("init_scaling", architectures=["mlp", "diagonal_net"], modules=[],
                             eps=[1.0e-3, 1.2e-3], seeds=[0, 1])}, runs=("init_scaling", 2)),
@@ -379,7 +379,7 @@ def machine_and_data_cases() -> list[Case]:
         Case(c, "featurewise_powerlaw m 100000, n_record 100000 (absurd history)", "refuse",
              {"c.yaml": one("featurewise_powerlaw", m=100000, n_record=100000, steps=100000)}, names=("n_record", "m")),
         Case(c, "competition 4096 modes x 1e5 recorded steps", "refuse",
-             {"c.yaml": one("competition", lam=[[1.0] * 4096], y=[1.0], n_record=100000)}, names=("n_record",)),
+             {"c.yaml": one("competition", lam=[[1.0] * 4096], y=[1.0], n_record=100000)}, names=("n_record", "lam")),
         Case(c, "nqf_approximation MLP width 4096, D 4096, n_record 1e5", "refuse",
              {"c.yaml": one("nqf_approximation", architectures=["mlp"], sizes={"mlp": {"D": 4096, "width": 4096}},
                             n_record=100000)}, names=("n_record", "experiments.nqf_approximation")),
@@ -389,7 +389,7 @@ def machine_and_data_cases() -> list[Case]:
         Case(c, "fourier_powerlaw steps 1e8 x 3 thetas (hours of training)", "valid",
              {"c.yaml": one("fourier_powerlaw", steps=100000000, n_record=400)}),
         Case(c, "collapse lr 1e-9 (steps past the 1e8 bound)", "refuse",
-             {"c.yaml": one("collapse", architectures=["diagonal"], lr=1e-9)}, names=("lr", "steps")),
+             {"c.yaml": one("collapse", architectures=["diagonal", "rectangular"], lr=1e-9)}, names=("lr", "steps")),
     ]
 
 
@@ -557,7 +557,7 @@ def override_cases() -> list[Case]:
         Case(c, "--config 'experiments={f: {description: [a, b]}}'", "refuse", base,
              overrides=["experiments={f: {description: [a, b]}}"], names=("description",)),
         Case(c, "--config 'experiments={f: {kind: samplewise}}' (changes kind)", "valid", base,
-             overrides=["experiments={f: {kind: samplewise, r: null}}"]),
+             overrides=["experiments={f: {kind: samplewise}}"]),
     ]
 
 
@@ -651,6 +651,8 @@ def _message(text: str) -> list[str]:
                     break
                 msg.append(nxt)
             return msg
+        if line.strip() == "WorkflowError:" and i + 1 < len(lines):  # Snakemake's own refusal
+            return ["WorkflowError: " + lines[i + 1].strip()]
     errors = [ln for ln in lines if re.match(r"^\w*(Error|Exception)\b", ln.strip()) or ln.startswith("Error")]
     meaningful = [ln for ln in lines if ln.strip() and not ln.startswith("Using workflow specific profile")]
     return [errors[-1].strip() if errors else (meaningful[-1].strip() if meaningful else "")]
@@ -679,6 +681,8 @@ def classify(case: Case, rc: int | None, text: str) -> None:
         if case.bomb and (case.seconds >= BOMB_SECONDS or (case.peak_mb or 0) * 2**20 >= BOMB_BYTES):
             clean = False
         case.outcome = "refused cleanly" if clean else "crashed"
+        if "Invalid configuration: " not in text and "Using workflow specific profile" in text:
+            case.note = (case.note + " (refused by Snakemake's own reading, before nqf runs)").strip()
         if not clean:
             why = ("traceback" if tb else "no nqf message" if "Invalid configuration: " not in text else
                    f"{len(msg)} message lines" if len(msg) > 3 else "message names no key" if not names else

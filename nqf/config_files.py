@@ -289,7 +289,10 @@ def typed_overrides(overrides: Mapping) -> dict:
     ``--config 'experiments={f: {eps: 0.002}}'`` arrives as ``{'f': {'eps': '0.002'}}``. Each
     such string is typed here as Snakemake types a top-level value, so a nested number means
     the same as ``--config device=...`` would; top-level values are left as Snakemake made them.
+    Their size is bounded first: YAML aliases in a ``--config`` value (an alias bomb) would make
+    the typing walk every shared part again.
     """
+    check_tree(overrides, "The --config value")
     def typed(value: Any) -> Any:
         if isinstance(value, str):
             return _override_scalar(value)

@@ -332,3 +332,22 @@ def test_config_readme_names_every_top_level_key_and_every_key_of_every_kind():
         keys = set(schema["$defs"][kind]["properties"]) - {"kind"}
         assert rows[kind] == keys, (f"config/README.md's row of {kind}: missing {sorted(keys - rows[kind])}, "
                                     f"not in the schema {sorted(rows[kind] - keys)}")
+
+
+def test_an_alias_bomb_in_a_config_override_is_refused_before_it_is_typed():
+    """Found by audit/config_audit.py: Snakemake's --config parser keeps YAML aliases shared, and
+    typing the nested strings walked all 9^9 leaves (still running after 45 s)."""
+    import time
+
+    from snakemake.cli import parse_config
+
+    from nqf.config_files import typed_overrides
+
+    levels = ["&a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    overrides = parse_config([f"experiments={{f: {{description: [{', '.join(levels)}]}}}}"])
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"^The --config value holds more than 250,000 values once its YAML "
+                                          r"aliases are expanded"):
+        typed_overrides(overrides)
+    assert time.monotonic() - start < 5

@@ -47,6 +47,12 @@ SCHEMA_PATH = Path(str(importlib.resources.files("nqf") / "schemas" / "config.sc
 # PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; accept exactly that spelling.
 _SCI_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
 _EXACT_INT = 2 ** 53  # every integer up to here is a float exactly
+# The largest magnitude a real-valued config number may have. nqf squares the values it is given
+# (data entries, rates, scales, learning rates enter losses, structure matrices and flow steps as
+# products of two), and a float64 square overflows above sqrt(1.8e308) = 1.3e154; 1e150 leaves
+# room for the factors of order one to 1e4 that the kinds multiply in. Integers (sizes, steps,
+# seeds) are bounded by the size estimate instead.
+MAGNITUDE_MAX = 1e150
 # An experiment id names files and labels: checked with fullmatch, which has no trailing-newline hole.
 EXPERIMENT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
@@ -165,7 +171,11 @@ def _message(error: jsonschema.ValidationError, prefix: tuple) -> str:
         what = "number" if "number" in str(schema["type"]) else "integer"
         bounds = _bounds(schema)
         return f"{where} must be a finite {what}{' ' + bounds if bounds else ''}; got {describe(inst)}."
-    if "x-expect" in schema and v in ("type", "pattern", "minimum", "maximum", "enum", "items"):
+    if v == "type" and "number" in str(schema.get("type")) and _too_large(inst):
+        return (f"{where} must be at most {MAGNITUDE_MAX:.0e} in magnitude (nqf squares the numbers it "
+                f"is given, and a float64 square overflows above 1.3e+154); got {describe(inst)}.")
+    if "x-expect" in schema and v in ("type", "pattern", "minimum", "maximum", "exclusiveMinimum",
+                                      "exclusiveMaximum", "enum", "items"):
         return f"{where} must be {schema['x-expect']}; got {describe(inst)}."
     if v == "type":
         want = schema["type"] if isinstance(schema["type"], str) else " or ".join(schema["type"])
@@ -215,7 +225,15 @@ def _finite_type(base_type):
         if ({"number", "integer"} & set(wanted) and not isinstance(instance, (str, bool))
                 and non_finite(instance)):
             yield jsonschema.ValidationError(f"{describe(instance)} is not a finite number")
+        elif "number" in wanted and _too_large(instance):
+            yield jsonschema.ValidationError(f"{describe(instance)} is beyond {MAGNITUDE_MAX:.0e}")
     return check
+
+
+def _too_large(value: Any) -> bool:
+    """A finite real number beyond MAGNITUDE_MAX (its square would overflow float64 in nqf)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and not non_finite(value)
+            and abs(value) > MAGNITUDE_MAX)
 
 
 def _validator(root: Mapping):
@@ -274,7 +292,8 @@ def _check(instance: Any, schema: Mapping, prefix: tuple, root: Mapping) -> None
                     key=lambda e: (len(e.absolute_path), [str(p) for p in e.path]))
     if errors:
         # a non-finite number gets the same sentence whatever range check it also failed
-        finite = [e for e in errors if e.validator == "type" and _wants_number(e.schema) and non_finite(e.instance)]
+        finite = [e for e in errors if e.validator == "type" and _wants_number(e.schema)
+                  and (non_finite(e.instance) or _too_large(e.instance))]
         best = finite[0] if finite else jsonschema.exceptions.best_match(errors)
         raise ConfigError(_message(best, prefix))
 

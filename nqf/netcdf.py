@@ -235,8 +235,8 @@ def open_result(path: str | os.PathLike, *, made_by: str | None = None,
     if isinstance(require, str) or not all(isinstance(v, str) for v in require):
         raise TypeError(f"require must be a tuple of variable names, e.g. ('loss',); got {require!r:.60}.")
     path = Path(path)
-    hint = f" (it is made by the rule '{made_by}'; delete it and rerun snakemake to regenerate it)" \
-        if made_by else " (delete it and regenerate it)"
+    # in a workflow job, nqf.experiments.jobs adds what happens to the file (moved aside) or what to do
+    hint = f" (it is made by the rule '{made_by}')" if made_by else " (delete it and regenerate it)"
     if not path.exists():
         raise ResultFileError(f"The results file {path} does not exist{hint}.", path)
     try:

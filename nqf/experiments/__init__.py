@@ -43,6 +43,7 @@ nqf/schemas/config.schema.yaml (linked from workflow/schemas/).
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Iterator, Mapping
 from types import ModuleType
 
@@ -209,8 +210,9 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
 
 
 def _kind_check(kind, exp: dict) -> list[tuple[str, str]]:
-    """The kind's ``check``; a value far out of range (an exponent of 1e300) can make the quantities
-    it derives non-finite, and the ValueError that raises becomes a sentence, not a traceback."""
+    """The kind's ``check``. A value far out of range (an exponent of 1e100) can make the quantities
+    it derives non-finite; the ValueError that raises becomes a sentence naming the most extreme
+    number of the experiment (the likely cause), not a traceback."""
     import warnings
 
     import numpy as np
@@ -221,8 +223,33 @@ def _kind_check(kind, exp: dict) -> list[tuple[str, str]]:
             return hook(kind, "check")(exp)
     except (ValueError, ArithmeticError) as exc:
         first = " ".join(str(exc).split())[:160]
-        return [("", f"its values give no computable {exp['kind']} problem ({type(exc).__name__}: {first}); "
-                             "a value is probably far outside its useful range.")]
+        extreme = _extreme_number(exp)
+        if extreme is None:  # no number stands out: say what failed, with the kind's own words
+            return [("", f"the {exp['kind']} problem it describes cannot be computed "
+                         f"({type(exc).__name__}: {first}).")]
+        key, value = extreme
+        return [(key, f"{value:.3g} makes the {exp['kind']} problem non-computable ({type(exc).__name__}: "
+                      f"{first}); it is the experiment's most extreme number, probably far outside its "
+                      "useful range.")]
+
+
+def _extreme_number(tree, path: str = "", cut: float = 1e30) -> tuple[str, float] | None:
+    """(key path, value) of the number in ``tree`` farthest from 1 on a log scale, where that is
+    beyond ``cut`` or below 1/cut in magnitude; None if every number is moderate."""
+    best: tuple[float, str, float] | None = None
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for k, v in items:
+        where = f"{path}.{k}" if path else str(k)
+        if isinstance(v, (dict, list)):
+            found = _extreme_number(v, where, cut)
+            cand = None if found is None else (abs(math.log10(abs(found[1]))), *found)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and v != 0 and math.isfinite(v):
+            cand = (abs(math.log10(abs(v))), where, float(v))
+        else:
+            cand = None
+        if cand and cand[0] > math.log10(cut) and (best is None or cand[0] > best[0]):
+            best = cand
+    return None if best is None else (best[1], best[2])
 
 
 # Initial scales: every kind takes ln(1/eps), which overflows below the smallest normal float64

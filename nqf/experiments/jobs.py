@@ -30,7 +30,7 @@ def job(log_path: str | None, name: str):
     except USER_ERRORS as exc:
         message = str(exc)
         if isinstance(exc, ResultFileError):
-            message += set_aside(exc)
+            message += set_aside(exc) or _what_to_do(exc)
         log.error("%s", message)
         print(f"nqf: {message}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -41,7 +41,15 @@ def job(log_path: str | None, name: str):
     log.info("done %s", name)
 
 
-def set_aside(exc: ResultFileError) -> str:
+def _what_to_do(exc: ResultFileError) -> str:
+    """The advice for a results file that was not moved aside (missing, or outside results/)."""
+    path = exc.path
+    if path is not None and (path.exists() or path.is_symlink()):
+        return " Delete it and rerun snakemake to regenerate it."
+    return " Rerun snakemake to regenerate it." if path is not None else ""
+
+
+def set_aside(exc: ResultFileError, regenerated_by: str = "the next snakemake call") -> str:
     """Move an unusable input file under results/ aside (to ``<name>.unusable``), so that the next
     snakemake call sees it missing and regenerates it; returns a sentence saying so.
 
@@ -62,4 +70,4 @@ def set_aside(exc: ResultFileError) -> str:
         os.replace(path, aside)
     except OSError as err:
         return f" It could not be moved aside ({err.strerror}); delete it by hand."
-    return f" It was moved aside to {aside}, so the next snakemake call regenerates it."
+    return f" It was moved aside to {aside}, so {regenerated_by} regenerates it."

@@ -320,7 +320,7 @@ def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = Non
 def wrong_file(path, stage: str, problem: str) -> ResultFileError:
     """The error for a readable but wrong file: its path, what is wrong, and the rule that makes it."""
     return ResultFileError(f"The results file {path} is readable but wrong: {problem} (it is made by the rule "
-                           f"'{RULES[stage]}'; delete it and rerun snakemake to regenerate it).",
+                           f"'{RULES[stage]}').",
                            path, unusable=True)
 
 

@@ -472,15 +472,36 @@ def test_text_that_is_not_valid_unicode_is_refused_naming_the_key(tmp_path):
         validate_config(load_yaml(path))
 
 
-@pytest.mark.parametrize("kind, keys", [("samplewise_powerlaw", {"gamma1": 1e300}),
-                                        ("samplewise_powerlaw", {"beta0": 1e300}),
-                                        ("competition", {"lam": [[1e300, 0.0], [0.0, 1.0]], "y": [1.0, 0.5]})])
-def test_a_value_that_makes_a_kinds_check_non_finite_is_refused_in_a_sentence(kind, keys):
+@pytest.mark.parametrize("kind, keys, key", [("samplewise_powerlaw", {"gamma1": 1e100}, "gamma1"),
+                                             ("samplewise_powerlaw", {"beta0": 1e100}, "beta0")])
+def test_a_value_that_makes_a_kinds_check_non_finite_is_refused_in_a_sentence(kind, keys, key):
     """Found by audit/config_audit.py: such values passed the schema (no upper bound) and the kind's
-    check raised a ValueError from its derived arrays, a traceback at parse time."""
+    check raised a ValueError from its derived arrays, a traceback at parse time. The sentence
+    names the experiment's most extreme number."""
     from nqf import experiments
 
     cfg = validate_config({"device": "cpu", "experiments": {"e": {"kind": kind, **keys}}})
-    with pytest.raises(ConfigError, match=rf"^Config key 'experiments\.e': its values give no computable {kind} "
-                                          r"problem \(ValueError: "):
+    with pytest.raises(ConfigError, match=rf"^Config key 'experiments\.e\.{key}': 1e\+100 makes the {kind} "
+                                          r"problem non-computable \(ValueError: "):
         experiments.check_config(cfg)
+
+
+@pytest.mark.parametrize("exp, key, words", [
+    ({"kind": "competition", "lam": [[1e300, 0.0], [0.0, 1.0]], "y": [1.0, 0.5]}, "lam.0.0", "at most 1e+150"),
+    ({"kind": "featurewise", "C_diag": -2e151}, "C_diag", "at most 1e+150"),
+    ({"kind": "featurewise", "tolerances": {"safety_factor": 101}}, "tolerances.safety_factor", "<= 100"),
+    ({"kind": "fourier_powerlaw", "tolerances": {"corrected_rel_error": 1.0}}, "tolerances.corrected_rel_error",
+     "< 1 (a relative error of 100 %"),
+])
+def test_numbers_beyond_their_natural_bound_are_refused_by_the_schema(exp, key, words):
+    """Reals beyond 1e150 (their square overflows float64, and nqf squares data, rates and scales)
+    and tolerances that would test nothing (a safety factor above 100, a relative error of 100 %)."""
+    with pytest.raises(ConfigError, match=rf"^Config key 'experiments\.e\.{re.escape(key)}' must be .*{re.escape(words)}"):
+        validate_config({"device": "cpu", "experiments": {"e": exp}})
+
+
+def test_the_largest_allowed_magnitude_is_accepted_by_the_schema():
+    """The bound is inclusive: 1e150 itself passes the schema (the kind's own checks may still refuse)."""
+    validate_config({"device": "cpu", "experiments": {"e": {"kind": "featurewise", "tolerances": {"safety_factor": 100}}}})
+    from nqf.config import MAGNITUDE_MAX
+    assert not __import__("nqf.config", fromlist=["_too_large"])._too_large(MAGNITUDE_MAX)

@@ -1,17 +1,35 @@
-# Housekeeping before Snakemake plans the run (nqf.results_check): a results/*.nc that is not a
-# NetCDF file at all (emptied, zero-filled, a directory) is moved aside to <name>.unusable so that
-# this run regenerates it, and the temporary files of killed writes are removed. Only in the main
-# snakemake process: a cluster job parses the Snakefile again and must not sweep the tree. A dry
-# run (-n) sweeps too: such a file is garbage, and the plan then shows its regeneration.
+# Housekeeping before Snakemake plans the run (nqf.results_check, nqf.results_record,
+# nqf.experiments.verify): a results/*.nc that is not a NetCDF file at all (emptied,
+# zero-filled, a directory), a results file whose bytes changed while its mtime stayed the one
+# nqf recorded (cp -a, a restore, an edit that keeps mtimes), and a NetCDF file new to that
+# record that fails its readers' checks are moved aside to <name>.unusable so that this run
+# regenerates them; the temporary files of killed writes are removed. Only in the main snakemake
+# process: a cluster job parses the Snakefile again and must not sweep the tree. A dry run (-n)
+# sweeps too: such a file is garbage, and the plan then shows its regeneration.
 import sys
 
 from nqf import results_check as _results_check
+from nqf import results_record as _results_record
+from nqf.experiments import verify as _verify
 
 if workflow.is_main_process:
     for _message in _results_check.scan("results"):
         print(_message, file=sys.stderr)
+    for _message in _results_record.set_aside_changed(_results_record.changed_behind_mtime("results")):
+        print(_message, file=sys.stderr)
+    _new = _results_record.new_to_record(
+        [p for _, _, p in _verify.stage_files(EXPERIMENTS, Path("results")) if p.exists()]
+    )
+    for _finding in _verify.verify_results(EXPERIMENTS, "results", only=_new, regenerated_by="this run"):
+        if _finding.problem:
+            print(f"nqf: {_finding.problem} {_finding.action}", file=sys.stderr)
     for _path in _results_check.remove_stale_temporaries("results"):
         print(f"nqf: removed {_path}, the temporary file of a write that was killed.", file=sys.stderr)
+    _results_record.update("results")
     _hint = _results_check.lock_hint(".")
     if _hint and "--unlock" not in sys.argv:
         print(_hint, file=sys.stderr)
+
+
+onsuccess:
+    _results_record.update("results")

@@ -1,0 +1,95 @@
+"""Check every results file of a config against its stage's contract, whatever its mtime.
+
+Snakemake reruns a job when an input is newer than its output, never because a file's content
+changed: a file edited or copied in with its old mtime (``cp -a``, a restore from a backup, a
+tool that keeps mtimes) is used as it is. :func:`verify_results` opens each NetCDF file the
+config's DAG holds with the same checks the jobs make on read (:func:`nqf.experiments.validate.open_stage`:
+nqf's file, the experiment it was written for, expected variables, dims and sizes from the
+config, finite values where the stage requires them), checks that theory and run files agree
+with their structure file in size, and moves each wrong file aside (``<name>.unusable``), so that
+the next ``snakemake`` call regenerates it and everything made from it. Run it as
+``python -m nqf verify`` with the config options of the snakemake call.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from nqf.experiments import run_ids
+from nqf.experiments.validate import RUN_DIMS_OF_STRUCTURE, check_derived, open_stage
+from nqf.netcdf import ResultFileError
+
+# stage -> folder under results/ (train files are results/runs/<exp>/<run>.nc)
+FOLDERS = {"data": "data", "structure": "structure", "theory": "theory", "fit": "fits"}
+
+
+@dataclass
+class Finding:
+    path: Path
+    stage: str
+    problem: str  # "" for a file that holds
+    action: str = ""
+
+
+def stage_files(experiments: Mapping[str, Mapping], results: Path) -> Iterator[tuple[str, str, Path]]:
+    """(experiment id, stage, path) of every NetCDF file the config's DAG makes, in stage order."""
+    for exp_id, exp in experiments.items():
+        for stage in ("data", "structure", "theory"):
+            yield exp_id, stage, results / FOLDERS[stage] / f"{exp_id}.nc"
+        for run in run_ids(exp):
+            yield exp_id, "train", results / "runs" / exp_id / f"{run}.nc"
+        yield exp_id, "fit", results / FOLDERS["fit"] / f"{exp_id}.nc"
+
+
+def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLike = "results", *,
+                   move_aside: bool = True, only=None, progress=None,
+                   regenerated_by: str = "the next snakemake call") -> list[Finding]:
+    """One Finding per existing results file of ``experiments`` (a validated config's
+    ``experiments``), or per file of ``only`` (paths) among them; missing files are left to
+    snakemake. Wrong files are moved aside unless ``move_aside`` is False. ``progress(i, n,
+    path)`` is called before each file."""
+    from nqf.experiments.jobs import set_aside
+
+    results = Path(results)
+    files = [f for f in stage_files(experiments, results) if f[2].exists()]
+    if only is not None:
+        wanted = {Path(p) for p in only}
+        files = [f for f in files if f[2] in wanted]
+    findings, structures = [], {}
+
+    def structure_of(exp_id):
+        """The experiment's structure file for the size cross-checks (None if it does not open)."""
+        if exp_id not in structures:
+            path = results / FOLDERS["structure"] / f"{exp_id}.nc"
+            try:
+                structures[exp_id] = open_stage(path, "structure", experiments[exp_id], experiment=exp_id)
+            except Exception:  # noqa: BLE001 (its own check names it, where it is checked)
+                structures[exp_id] = None
+        return structures[exp_id]
+
+    for i, (exp_id, stage, path) in enumerate(files):
+        if progress:
+            progress(i, len(files), path)
+        exp = experiments[exp_id]
+        try:
+            with open_stage(path, stage, exp, experiment=exp_id) as ds:
+                if stage == "structure":
+                    structures[exp_id] = ds.copy()
+                elif stage == "theory" and structure_of(exp_id) is not None:
+                    check_derived(structures[exp_id], ds, path, "theory")
+                elif stage == "train" and structure_of(exp_id) is not None:
+                    check_derived(structures[exp_id], ds, path, "train",
+                                  dims=RUN_DIMS_OF_STRUCTURE.get(exp["kind"], ()))
+        except ResultFileError as exc:
+            action = set_aside(exc, regenerated_by).strip() if move_aside else "left in place (--dry-run)"
+            findings.append(Finding(path, stage, str(exc), action))
+            continue
+        except Exception as exc:  # noqa: BLE001 (a file the checks themselves trip over: said, not moved)
+            findings.append(Finding(path, stage, f"the check itself failed on it ({type(exc).__name__}: "
+                                                 f"{' '.join(str(exc).split())[:200]}); please report it",
+                                    "left in place"))
+            continue
+        findings.append(Finding(path, stage, ""))
+    return findings

@@ -63,6 +63,7 @@ class Case:
     peak_mb: float | None = None
     message: str = ""
     note: str = ""
+    precheck: str = ""  # where Snakemake's own reading failed: `python -m nqf check-config`'s outcome
     tmp: Path | None = None
 
 
@@ -380,9 +381,17 @@ def machine_and_data_cases() -> list[Case]:
              {"c.yaml": one("featurewise_powerlaw", m=100000, n_record=100000, steps=100000)}, names=("n_record", "m")),
         Case(c, "competition 4096 modes x 1e5 recorded steps", "refuse",
              {"c.yaml": one("competition", lam=[[1.0] * 4096], y=[1.0], n_record=100000)}, names=("n_record", "lam")),
-        Case(c, "nqf_approximation MLP width 4096, D 4096, n_record 1e5", "refuse",
+        # M is recorded only for p <= record_M_max_p (64): this run holds 6 replicas of 4104 x 4096
+        # weights with gradients and optimizer states, estimated 6.7 GB, which fits a 24 GB machine
+        Case(c, "nqf_approximation MLP width 4096, D 4096, n_record 1e5 (6.7 GB: fits)", "valid",
              {"c.yaml": one("nqf_approximation", architectures=["mlp"], sizes={"mlp": {"D": 4096, "width": 4096}},
-                            n_record=100000)}, names=("n_record", "experiments.nqf_approximation")),
+                            n_record=100000)}),
+        Case(c, "nqf_approximation MLP width 16384, D 16384 (about 100 GB)", "refuse",
+             {"c.yaml": one("nqf_approximation", architectures=["mlp"], sizes={"mlp": {"D": 16384, "width": 16384}})},
+             names=("sizes.mlp",)),
+        Case(c, "nqf_approximation record_M_max_p 1e6 with MLP width 4096, D 4096, n_record 1e5", "refuse",
+             {"c.yaml": one("nqf_approximation", architectures=["mlp"], sizes={"mlp": {"D": 4096, "width": 4096}},
+                            n_record=100000, record_M_max_p=1000000)}, names=("n_record",)),
         Case(c, "init_scaling 100000 seeds x width 256 x 1e5 records", "refuse",
              {"c.yaml": one("init_scaling", width=256, seeds=list(range(100000)), n_record=100000, steps=100000)},
              names=("n_record", "seeds", "width")),
@@ -506,7 +515,9 @@ def quirk_cases() -> list[Case]:
         Case(c, "steps: 017 (YAML 1.1 octal 15)", "refuse", {"c.yaml": fw + "    steps: 017\n"}, names=("017",)),
         Case(c, "steps: 3:20 (YAML 1.1 base-60 200)", "refuse", {"c.yaml": fw + "    steps: 3:20\n"}, names=("3:20",)),
         Case(c, "steps: 0x7d0 (hex, same in YAML 1.1 and 1.2)", "valid", {"c.yaml": fw + "    steps: 0x7d0\n"}),
-        Case(c, "steps: 2_000 (YAML 1.1 underscore)", "refuse", {"c.yaml": fw + "    steps: 2_000\n"}, names=("steps", "2_000")),
+        # YAML 1.1 (which Snakemake and nqf read) makes 2_000 the integer 2000, as Python does; unlike 017
+        # and 3:20 that is what a reader of the file expects, so it is taken
+        Case(c, "steps: 2_000 (YAML 1.1 underscore: 2000)", "valid", {"c.yaml": fw + "    steps: 2_000\n"}),
         Case(c, "eps: 1e-3 (no dot: a string to YAML 1.1, coerced)", "valid", {"c.yaml": fw + "    eps: 1e-3\n"}),
         Case(c, "on_divergence: off (YAML 1.1 bool)", "refuse", {"c.yaml": fw + "on_divergence: off\n"}, names=("on_divergence",)),
         Case(c, "dtype: yes (bool)", "refuse", {"c.yaml": fw + "    dtype: yes\n"}, names=("dtype",)),
@@ -703,6 +714,31 @@ def run_case(case: Case) -> None:
         configfiles = _write_files(case, tmp)
         rc, text = (run_cli if case.path == "cli" else run_lib)(case, tmp, configfiles)
         classify(case, rc, text)
+        if case.path == "cli" and not case.correct and "Snakemake's own reading" in case.note:
+            run_precheck(case, tmp, configfiles)
+
+
+def run_precheck(case: Case, tmp: Path, configfiles: list[str]) -> None:
+    """The same files and overrides through `python -m nqf check-config` (the README's pre-check
+    for configs Snakemake itself cannot read): 'refused cleanly' is one 'Invalid configuration:'
+    line, no traceback, within the bomb limits."""
+    cmd = [sys.executable, "-m", "nqf", "check-config"]
+    if configfiles:
+        cmd += ["--configfile", *configfiles]
+    if case.overrides:
+        cmd += ["--config", *case.overrides]
+    start = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=case.timeout,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=_limit_memory)
+    except subprocess.TimeoutExpired:
+        case.precheck = f"crashed (killed after {case.timeout:.0f} s)"
+        return
+    err = p.stderr.strip().splitlines()
+    clean = (p.returncode == 2 and len(err) == 1 and err[0].startswith("Invalid configuration: ")
+             and time.monotonic() - start < BOMB_SECONDS)
+    case.precheck = ("refused cleanly: " + err[0][:200]) if clean else \
+        ("accepted" if p.returncode == 0 else f"crashed: {(err or [''])[-1][:200]}")
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -716,13 +752,14 @@ def _cell(text) -> str:
 
 def write_report(cases: list[Case], seconds: float) -> str:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    cols = ["class", "description", "path", "expected", "outcome", "correct", "seconds", "peak_mb", "message", "note"]
+    cols = ["class", "description", "path", "expected", "outcome", "correct", "seconds", "peak_mb", "message", "note",
+            "precheck"]
     with open(OUT_DIR / "config_audit.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(cols)
         for c in cases:
             writer.writerow([c.cls, c.desc, c.path, c.expected, c.outcome, c.correct, f"{c.seconds:.2f}",
-                             "" if c.peak_mb is None else f"{c.peak_mb:.0f}", c.message, c.note])
+                             "" if c.peak_mb is None else f"{c.peak_mb:.0f}", c.message, c.note, c.precheck])
     classes = sorted({c.cls for c in cases}, key=lambda s: int(s.split()[0]))
     head = ("| class | cases | refused cleanly | crashed | accepted | valid-accepted | as expected |\n"
             "|---|---|---|---|---|---|---|\n")
@@ -741,7 +778,12 @@ def write_report(cases: list[Case], seconds: float) -> str:
              table, "## Not as expected", ""]
     bad = [c for c in cases if not c.correct]
     lines += [f"* [{c.cls}] {c.desc}: expected {c.expected}, got {c.outcome}: {_cell(c.message)[:200]} {c.note}"
+              + (f" -- `python -m nqf check-config`: {_cell(c.precheck)}" if c.precheck else "")
               for c in bad] or ["None."]
+    pre = [c for c in bad if c.precheck]
+    lines += ["", f"Of the {len(bad)} not as expected, {len(pre)} failed inside Snakemake's own reading of the "
+                  f"config, before nqf runs; `python -m nqf check-config` on the same files refused "
+                  f"{sum(c.precheck.startswith('refused cleanly') for c in pre)} of them cleanly."]
     lines += ["", "## Every case", "", "| # | class | description | path | expected | outcome | s | MB | message | note |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(cases, 1):

@@ -15,6 +15,7 @@ else, naming the key path. :func:`describe` summarises a value in at most about
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -174,6 +175,9 @@ def check_keys(value: Any, path: tuple = ()) -> None:
             check_keys(v, path + (i,))
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def check_values(value: Any, path: tuple = ()) -> None:
     """Refuse a non-finite number anywhere in ``value`` (no key of the config may hold one): the
     net behind the schema, which names the allowed values where it expects a number; and text
@@ -192,5 +196,12 @@ def check_values(value: Any, path: tuple = ()) -> None:
             raise ConfigError(f"Config key '{key_path(path)}' holds text that is not valid Unicode (the code "
                               f"point {ord(value[exc.start]):#06x}, a lone surrogate, at character {exc.start}); "
                               f"write it as UTF-8 text.") from None
+        control = _CONTROL.search(value)
+        if control:
+            # NUL ends a string in NetCDF/HDF5 attributes (text after it is lost), ESC and the
+            # other C0/C1 controls rewrite the terminal that shows a message or log holding them
+            raise ConfigError(f"Config key '{key_path(path)}' holds the control character "
+                              f"{ord(control.group()):#04x} at character {control.start()}; text may use "
+                              f"tabs and line breaks but no other control characters.")
     elif non_finite(value):
         raise ConfigError(f"Config key '{key_path(path)}' must be a finite number; got {_short(value)}.")

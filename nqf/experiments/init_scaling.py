@@ -97,6 +97,17 @@ def run_config(cfg: dict, run: str) -> dict:
     return {"architecture": run, "module": run in cfg.get("modules", ()), **{k: cfg[k] for k in TRAIN_KEYS}}
 
 
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: a module to train that is not one of the
+    experiment's architectures (it would never be trained, and its rows never written)."""
+    extra = [m for m in cfg.get("modules", ()) if m not in cfg["architectures"]]
+    if extra:
+        return [("modules", f"lists {', '.join(map(repr, extra))}, not among the experiment's architectures "
+                            f"({', '.join(cfg['architectures'])}); a module is trained beside its architecture's "
+                            f"NQF, so list it under architectures too or remove it from modules.")]
+    return []
+
+
 def estimate(cfg: dict) -> dict:
     """A floor for the largest run (nqf.experiments.machine): the recorded losses, and the one
     Gaussian draw of max(seeds) + 1 rows of p x width weights (p >= the K modes; the unit's exact

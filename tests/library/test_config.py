@@ -505,3 +505,22 @@ def test_the_largest_allowed_magnitude_is_accepted_by_the_schema():
     validate_config({"device": "cpu", "experiments": {"e": {"kind": "featurewise", "tolerances": {"safety_factor": 100}}}})
     from nqf.config import MAGNITUDE_MAX
     assert not __import__("nqf.config", fromlist=["_too_large"])._too_large(MAGNITUDE_MAX)
+
+
+@pytest.mark.parametrize("text, code", [("a\x00b", "0x00"), ("red \x1b[31m", "0x1b"), ("x\x7f", "0x7f")])
+def test_control_characters_in_text_are_refused_naming_the_key(text, code):
+    """NUL ends a NetCDF attribute string (the rest of a description would be lost) and ESC
+    rewrites the terminal that shows a log; tabs and line breaks stay allowed."""
+    with pytest.raises(ConfigError, match=rf"^Config key 'experiments\.featurewise\.description' holds the control "
+                                          rf"character {code} at character"):
+        validate_config(exp(description=text))
+    assert validate_config(exp(description="a\tb\nc"))["experiments"]["featurewise"]["description"] == "a\tb\nc"
+
+
+def test_init_scaling_modules_must_be_among_its_architectures():
+    from nqf import experiments
+
+    cfg = validate_config({"device": "cpu", "experiments": {"e": {"kind": "init_scaling", "architectures": ["mlp"],
+                                                                    "modules": ["mlp", "qk_head"]}}})
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments\.e\.modules': lists 'qk_head', not among "):
+        experiments.check_config(cfg)

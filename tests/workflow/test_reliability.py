@@ -186,3 +186,21 @@ def test_files_changed_behind_their_mtime_are_regenerated_in_the_same_call(tmp_p
                 xr.open_dataset(res / path.relative_to(clean), engine="netcdf4") as b:
             xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
     assert (clean / "summary.csv").read_text() == summary.read_text()
+    # `python -m nqf verify` checks the whole tree on demand with the readers' checks
+    import subprocess
+    import sys
+
+    def verify(*args):
+        return subprocess.run([sys.executable, "-m", "nqf", "verify", "--directory", str(work), "--configfile",
+                               str(cfg), *args], capture_output=True, text=True, timeout=300)
+
+    ok = verify()
+    assert ok.returncode == 0 and "0 wrong" in ok.stdout, ok.stdout + ok.stderr
+    data = res / "data/featurewise.nc"
+    keep_mtime(data, nan_in("A_diag"))
+    dry = verify("--dry-run")
+    assert dry.returncode == 1 and "data/featurewise.nc is readable but wrong: variable 'A_diag'" in dry.stdout
+    assert "left in place (--dry-run)" in dry.stdout and data.exists()
+    moved = verify()
+    assert moved.returncode == 1 and "so the next snakemake call regenerates it" in moved.stdout
+    assert not data.exists() and "1 wrong; rerun snakemake" in moved.stdout

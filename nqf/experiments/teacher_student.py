@@ -84,6 +84,18 @@ def run_config(cfg: dict, run: str) -> dict:
             "steps": cfg["steps"][run], **{k: cfg[k] for k in shared}}
 
 
+def check(cfg: dict) -> list[tuple[str, str]]:
+    """Cross-key problems found before any job starts: a claim that needs the parting at or after
+    step min_agree_steps cannot hold in a run of fewer steps."""
+    n_agree = int(cfg["tolerances"]["min_agree_steps"])
+    short = {a: int(cfg["steps"][a]) for a in cfg["architectures"] if int(cfg["steps"][a]) < n_agree}
+    if short:
+        a, n = next(iter(short.items()))
+        return [("tolerances.min_agree_steps", f"is {n_agree}, more than the {n} steps of the {a} run, so "
+                                               f"its claim could never hold; use at most {n}.")]
+    return []
+
+
 def estimate(cfg: dict) -> dict:
     """A floor for the largest run (nqf.experiments.machine.module_run): the probe set and a
     minibatch, the seeds of a job as replicas of the module and its NQF, their activations."""

@@ -524,3 +524,14 @@ def test_init_scaling_modules_must_be_among_its_architectures():
                                                                     "modules": ["mlp", "qk_head"]}}})
     with pytest.raises(ConfigError, match=r"^Config key 'experiments\.e\.modules': lists 'qk_head', not among "):
         experiments.check_config(cfg)
+
+
+def test_teacher_student_min_agree_steps_beyond_a_runs_steps_is_refused():
+    """The claim needs the parting at or after step min_agree_steps: with fewer steps it never holds."""
+    from nqf import experiments
+
+    cfg = validate_config({"device": "cpu", "experiments": {"e": {"kind": "teacher_student",
+                                                                    "tolerances": {"min_agree_steps": 10**20}}}})
+    with pytest.raises(ConfigError, match=r"^Config key 'experiments\.e\.tolerances\.min_agree_steps': is "
+                                          r"100000000000000000000, more than the \d+ steps of the \w+ run"):
+        experiments.check_config(cfg)

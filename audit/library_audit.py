@@ -396,7 +396,9 @@ def classify(exp, arg, call, key=None):
     wmsgs = [str(w.message) for w in ws if "nqf" in str(w.filename) or "torch" not in str(w.filename)]
     if err is not None:
         msg = f"{type(err).__name__}: {err}"
-        clean = isinstance(err, (ValueError, TypeError, *NQF_ERRORS)) and len(str(err)) < 400 and arg in str(err)
+        # FileNotFoundError: Python's own error for a missing file (open_runs' results folder)
+        clean = (isinstance(err, (ValueError, TypeError, FileNotFoundError, *NQF_ERRORS)) and len(str(err)) < 400
+                 and arg in str(err))
         if exp == "valid":
             return "wrongly refused", msg
         if isinstance(err, KeyError) and arg in str(err):

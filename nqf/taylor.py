@@ -170,12 +170,10 @@ def check_smooth(unit: UnitFunction, x: Any, p: int, *, n_directions: int = 3, d
             if small > 0.1 * big and small > 1e-8 * max(size_far, size_near):
                 raise NotSmoothError(
                     f"unit function is not C^3 at w = 0 (Theorem 1 needs three continuous "
-                    f"derivatives): along a random direction r its derivative of order {order} in t "
-                    f"differs between t = 0 and t = +-{delta * shrink:g} by {small:.3g}, and the gap "
-                    f"does not shrink as t -> 0 (it was {big:.3g} at t = +-{delta:g}). A kink at 0 "
-                    f"(ReLU, abs, leaky ReLU) makes the Hessian at 0 a convention, not a derivative; "
-                    f"use a smooth activation (tanh, GELU, SiLU) or expand around a point where the "
-                    f"unit is smooth.")
+                    f"derivatives): its derivative of order {order} along a random direction jumps by "
+                    f"{small:.3g} at t = +-{delta * shrink:g}, no less than {big:.3g} at +-{delta:g}. A kink "
+                    f"at 0 (ReLU, abs) makes the Hessian there a convention; use a smooth activation "
+                    f"(tanh, GELU, SiLU) or expand where the unit is smooth.")
 
 
 def _continuity_gaps(unit: UnitFunction, x: Any, r: Tensor, t: float, at0: list[Tensor]) -> list[tuple[float, float]]:

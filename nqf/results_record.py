@@ -43,6 +43,43 @@ def _files(results: Path):
                 yield Path(dirpath) / name
 
 
+def files(results: str | os.PathLike = "results") -> list[Path]:
+    """Every results file the record covers (logs, benchmarks, hidden and ``.unusable`` files aside)."""
+    return list(_files(Path(results)))
+
+
+def force_regeneration(workflow, paths) -> list[str]:
+    """Have Snakemake remake ``paths`` (files moved aside before planning) in this call, as
+    ``--forcerun PATH`` would, and so everything made from them: Snakemake itself does not remake
+    a missing intermediate file whose products are present. Only paths some rule makes are
+    forced; the forced paths are returned.
+
+    Snakemake sets its DAG settings after the Snakefile is read, so the paths are added when it
+    prepares the DAG (a wrapper of ``Workflow._prepare_dag``). A Snakemake without that method
+    gets a sentence on stderr naming the command that remakes them.
+    """
+    import sys
+
+    wanted = [str(p) for p in paths]
+    if not wanted:
+        return []
+    prepare = getattr(workflow, "_prepare_dag", None)
+    if prepare is None:
+        print("nqf: to remake the files moved aside in this call, run it again with --forcerun "
+              + " ".join(wanted), file=sys.stderr)
+        return []
+
+    def prepare_forcing(*args, **kwargs):
+        made = [p for p in wanted if any(rule.is_producer(p) for rule in workflow.rules)]
+        settings = workflow.dag_settings
+        if made and settings is not None:
+            settings.forcerun = frozenset(set(settings.forcerun) | set(made))
+        return prepare(*args, **kwargs)
+
+    workflow._prepare_dag = prepare_forcing
+    return wanted
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

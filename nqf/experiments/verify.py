@@ -43,6 +43,23 @@ def stage_files(experiments: Mapping[str, Mapping], results: Path) -> Iterator[t
         yield exp_id, "fit", results / FOLDERS["fit"] / f"{exp_id}.nc"
 
 
+FIGURE_EXTENSIONS = ("pdf", "png", "claims.csv", "claims.html")
+REPORT_FILES = ("summary.csv", "reproduction.md", "reproduction.html", "reproduction_verdicts.html")
+
+
+def outputs(experiments: Mapping[str, Mapping], results: Path = Path("results")) -> list[Path]:
+    """Every file the config's DAG makes under ``results`` (logs and benchmarks aside): the
+    NetCDF files of :func:`stage_files`, each experiment's figure and claims tables, the
+    structure-matrix figure, the summary and the reproduction report. The Snakefile's ``rule
+    all`` asks for all of them."""
+    results = Path(results)
+    out = [p for _, _, p in stage_files(experiments, results)]
+    out += [results / "figures" / f"{exp}.{ext}" for exp in experiments for ext in FIGURE_EXTENSIONS]
+    out += [results / "figures" / f"structure_matrices.{ext}" for ext in ("pdf", "png")]
+    out += [results / name for name in REPORT_FILES]
+    return out
+
+
 def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLike = "results", *,
                    move_aside: bool = True, only=None, progress=None,
                    regenerated_by: str = "the next snakemake call") -> list[Finding]:

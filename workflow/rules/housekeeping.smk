@@ -6,6 +6,11 @@
 # regenerates them; the temporary files of killed writes are removed. Only in the main snakemake
 # process: a cluster job parses the Snakefile again and must not sweep the tree. A dry run (-n)
 # sweeps too: such a file is garbage, and the plan then shows its regeneration.
+#
+# Snakemake does not remake a missing intermediate file whose products are present and newer
+# than their other inputs, so each file moved aside is handed to Snakemake as forced (as with
+# --forcerun FILE): this call remakes it, whichever target was asked for, and then everything
+# made from it (nqf.results_record.force_regeneration).
 import sys
 
 from nqf import results_check as _results_check
@@ -13,6 +18,7 @@ from nqf import results_record as _results_record
 from nqf.experiments import verify as _verify
 
 if workflow.is_main_process:
+    _before = set(_results_record.files("results"))
     for _message in _results_check.scan("results"):
         print(_message, file=sys.stderr)
     for _message in _results_record.set_aside_changed(_results_record.changed_behind_mtime("results")):
@@ -25,6 +31,10 @@ if workflow.is_main_process:
             print(f"nqf: {_finding.problem} {_finding.action}", file=sys.stderr)
     for _path in _results_check.remove_stale_temporaries("results"):
         print(f"nqf: removed {_path}, the temporary file of a write that was killed.", file=sys.stderr)
+    _ours = {str(p) for p in _verify.outputs(EXPERIMENTS, Path("results"))}
+    _results_record.force_regeneration(
+        workflow, sorted(str(p) for p in _before - set(_results_record.files("results")) if str(p) in _ours)
+    )
     _results_record.update("results")
     _hint = _results_check.lock_hint(".")
     if _hint and "--unlock" not in sys.argv:

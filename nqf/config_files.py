@@ -30,9 +30,9 @@ YTE_KEY = "__use_yte__"
 
 
 class _DuplicateKey(yaml.YAMLError):
-    def __init__(self, key, first: int, second: int):
+    def __init__(self, key, first: int, second: int, key_node=None):
         super().__init__(key, first, second)
-        self.key, self.lines = key, (first, second)
+        self.key, self.lines, self.key_node = key, (first, second), key_node
 
 
 class _AmbiguousNumber(yaml.YAMLError):
@@ -69,7 +69,7 @@ class _StrictLoader(_SafeBase):
                     break
                 line = key_node.start_mark.line + 1
                 if first is not None:
-                    raise _DuplicateKey(key, first, line)
+                    raise _DuplicateKey(key, first, line, key_node)
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
@@ -152,19 +152,42 @@ def _node_count(root: yaml.Node, path) -> int:
     return count(root)
 
 
+def _parent_path(root: yaml.Node, target: yaml.Node) -> tuple:
+    """The key path of the mapping whose key node is ``target`` in a composed document (() at the
+    top), the first path in document order; each node visited once, so aliases cost nothing."""
+    seen, stack = set(), [(root, ())]
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            if any(key_node is target for key_node, _ in node.value):
+                return where
+            for key_node, value in reversed(node.value):  # popped in document order
+                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+                stack.append((value, where + (name,)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, where + (i,)) for i, child in reversed(list(enumerate(node.value))))
+    return ()
+
+
 def _read_yaml(text: str, path) -> Any:
     if _flow_depth(text) > MAX_FLOW_DEPTH:
         raise ConfigError(f"The config file {path} is nested too deeply to be a config (more than "
                           f"{MAX_FLOW_DEPTH} levels of '[' or '{{').")
     loader = _StrictLoader(text)
+    node = None
     try:
         node = loader.get_single_node()
         if node is not None and _node_count(node, path) > nqf.config_values.MAX_NODES:
             raise too_big(f"The config file {path}")
         return None if node is None else loader.construct_document(node)
     except _DuplicateKey as exc:
+        parent = _parent_path(node, exc.key_node) if node is not None and exc.key_node is not None else ()
+        under = f", under '{key_path(parent)}'" if parent else ""
         raise ConfigError(f"The config file {path} gives the key '{key_path((exc.key,))}' twice in one "
-                          f"mapping (lines {exc.lines[0]} and {exc.lines[1]}); each key may appear "
+                          f"mapping (lines {exc.lines[0]} and {exc.lines[1]}{under}); each key may appear "
                           f"once.") from None
     except _AmbiguousNumber as exc:
         raise ConfigError(f"The config file {path} writes {exc.text} at line {exc.line}, which YAML 1.1 reads "

@@ -226,3 +226,99 @@ def lock_hint(workdir: str | os.PathLike = ".") -> str | None:
     return (f"nqf: {locks} holds {n} lock file(s). If snakemake now stops with 'Directory cannot be locked' "
             f"and no other snakemake runs in this directory, a killed run left them: run `snakemake --unlock`, "
             f"then the same command again (README, 'Troubleshooting').")
+
+
+# -- the other files of the DAG: figures, claims tables, summary, report ------------------------
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the IEND chunk every PNG ends with
+HTML_ENDS = ("</html>", "</table>")  # nqf writes whole pages and one table fragment
+TEXT_LIMIT = 64 * 2**20  # nqf's text outputs are kilobytes; a larger one is not one of them
+
+
+def output_problem(path: str | os.PathLike) -> str | None:
+    """Why the output file ``path`` cannot be what nqf wrote, from its form alone (None when it
+    may be): a ``.nc`` as :func:`scan` sees it; a ``.png`` without its signature or its closing
+    IEND chunk, a ``.pdf`` without ``%PDF-`` or a closing ``%%EOF``; a ``.csv`` that is not
+    UTF-8, lacks its final newline, has no header or a row with another number of fields than
+    its header; an ``.html`` that does not end in ``</html>`` or ``</table>``; a ``.md``
+    that is empty or lacks its final newline. A file cut short (a full disk, an interrupted
+    copy) fails these: each writer ends its file with them. Other suffixes: None."""
+    import csv
+    import io
+
+    path = Path(path)
+    suffix = path.suffix
+    if suffix == ".nc":
+        return _signature_problem(path)
+    if suffix not in (".png", ".pdf", ".csv", ".html", ".md"):
+        return None
+    if path.is_dir():
+        return "is a directory"
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                return "is empty"
+            head = fh.read(16)
+            fh.seek(max(size - 1024, 0))
+            tail = fh.read()
+            if suffix in (".csv", ".html", ".md"):
+                if size > TEXT_LIMIT:
+                    return f"is {size:,} bytes, not a text file nqf writes"
+                fh.seek(0)
+                raw = fh.read()
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    zero = " (it is zero-filled)" if not head.strip(b"\0") else ""
+    if suffix == ".png":
+        if not head.startswith(PNG_SIGNATURE):
+            return "does not start with the PNG signature" + zero
+        return None if tail.endswith(PNG_END) else "is cut short (a PNG ends with its IEND chunk)"
+    if suffix == ".pdf":
+        if not head.startswith(b"%PDF-"):
+            return "does not start with '%PDF-'" + zero
+        return None if b"%%EOF" in tail[-64:] else "is cut short (a PDF ends with '%%EOF')"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"is not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})" + zero
+    if suffix == ".html":
+        return None if text.rstrip().endswith(HTML_ENDS) else "is cut short (it does not end in </html> or </table>)"
+    if not text.endswith("\n"):
+        return "is cut short (it lacks its final newline)"
+    if suffix == ".md":
+        return None
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        return f"is not a CSV table ({exc})"
+    if not rows or not rows[0]:
+        return "holds no table (no header)"
+    bad = next((i for i, row in enumerate(rows[1:], start=2) if len(row) != len(rows[0])), None)
+    if bad is not None:
+        return f"is not one table: row {bad} has {len(rows[bad - 1])} fields, its header {len(rows[0])}"
+    return None
+
+
+def set_aside_outputs(paths_and_rules) -> list[str]:
+    """Check each existing (path, rule) with :func:`output_problem`; move each that fails aside
+    to ``<name>.unusable``; one sentence per file moved (or that could not be moved)."""
+    messages = []
+    for path, rule in paths_and_rules:
+        path = Path(path)
+        if not os.path.lexists(path):
+            continue
+        problem = output_problem(path)
+        if problem is None:
+            continue
+        aside = path.with_name(path.name + ".unusable")
+        try:
+            os.replace(path, aside)
+        except OSError as err:
+            messages.append(f"nqf: {path} {problem} (it is made by the rule '{rule}') and could not be moved "
+                            f"aside ({err.strerror}); delete it so that it is regenerated.")
+            continue
+        messages.append(f"nqf: {path} {problem} (it is made by the rule '{rule}'): moved aside to "
+                        f"{aside.name}, this run regenerates it.")
+    return messages

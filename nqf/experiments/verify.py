@@ -47,17 +47,22 @@ FIGURE_EXTENSIONS = ("pdf", "png", "claims.csv", "claims.html")
 REPORT_FILES = ("summary.csv", "reproduction.md", "reproduction.html", "reproduction_verdicts.html")
 
 
-def outputs(experiments: Mapping[str, Mapping], results: Path = Path("results")) -> list[Path]:
-    """Every file the config's DAG makes under ``results`` (logs and benchmarks aside): the
-    NetCDF files of :func:`stage_files`, each experiment's figure and claims tables, the
-    structure-matrix figure, the summary and the reproduction report. The Snakefile's ``rule
-    all`` asks for all of them."""
+def made_by(experiments: Mapping[str, Mapping], results: Path = Path("results")) -> dict[Path, str]:
+    """Every file the config's DAG makes under ``results`` (logs and benchmarks aside) -> the rule
+    that makes it: the NetCDF files of :func:`stage_files`, each experiment's figure and claims
+    tables, the structure-matrix figure, the summary and the reproduction report."""
     results = Path(results)
-    out = [p for _, _, p in stage_files(experiments, results)]
-    out += [results / "figures" / f"{exp}.{ext}" for exp in experiments for ext in FIGURE_EXTENSIONS]
-    out += [results / "figures" / f"structure_matrices.{ext}" for ext in ("pdf", "png")]
-    out += [results / name for name in REPORT_FILES]
+    out = {p: stage for _, stage, p in stage_files(experiments, results)}
+    out.update({results / "figures" / f"{exp}.{ext}": "figure" for exp in experiments for ext in FIGURE_EXTENSIONS})
+    out.update({results / "figures" / f"structure_matrices.{ext}": "structure_figure" for ext in ("pdf", "png")})
+    out[results / "summary.csv"] = "summary"
+    out.update({results / name: "reproduction" for name in REPORT_FILES[1:]})
     return out
+
+
+def outputs(experiments: Mapping[str, Mapping], results: Path = Path("results")) -> list[Path]:
+    """The files of :func:`made_by`; the Snakefile's ``rule all`` asks for all of them."""
+    return list(made_by(experiments, results))
 
 
 def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLike = "results", *,

@@ -31,12 +31,14 @@ def refused(tmp_path, text, name="c.yaml", mode="w") -> str:
 
 @pytest.mark.parametrize("text, words", [
     ("experiments:\n  f:\n    kind: featurewise\n    eps: 1.0e-3\n    kind: samplewise\n",
-     ["key 'kind' twice", "lines 3 and 5"]),
-    ("device: cpu\nexperiments:\n  f: {kind: featurewise}\ndevice: auto\n", ["key 'device' twice", "lines 1 and 4"]),
-    ("experiments:\n  f: {kind: featurewise}\n  f: {kind: collapse}\n", ["key 'f' twice", "lines 2 and 3"]),
+     ["key 'kind' twice", "lines 3 and 5, under 'experiments.f')"]),
+    ("device: cpu\nexperiments:\n  f: {kind: featurewise}\ndevice: auto\n", ["key 'device' twice", "lines 1 and 4)"]),
+    ("experiments:\n  f: {kind: featurewise}\n  f: {kind: collapse}\n", ["key 'f' twice", "lines 2 and 3, under 'experiments')"]),
     ("experiments:\n  f:\n    kind: featurewise\n    tolerances: {safety_factor: 2, safety_factor: 9}\n",
-     ["key 'safety_factor' twice", "lines 4 and 4"]),
+     ["key 'safety_factor' twice", "lines 4 and 4, under 'experiments.f.tolerances')"]),
     ("experiments:\n  f:\n    kind: featurewise\n    eps: 1.0e-3\n    'eps': 2.0e-3\n", ["key 'eps' twice"]),
+    # through an alias: the path is the first one that reaches the mapping
+    ("x: &a {lr: 1, lr: 2}\nexperiments:\n  f: {kind: featurewise, opts: *a}\n", ["key 'lr' twice", "under 'x')"]),
 ])
 def test_duplicate_yaml_keys_are_refused_with_the_file_and_lines(tmp_path, text, words):
     msg = refused(tmp_path, text)

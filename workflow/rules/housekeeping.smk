@@ -1,6 +1,7 @@
 # Housekeeping before Snakemake plans the run (nqf.results_check, nqf.results_record,
 # nqf.experiments.verify): a results/*.nc that is not a NetCDF file at all (emptied,
-# zero-filled, a directory), a results file whose bytes changed while its mtime stayed the one
+# zero-filled, a directory), a figure, table or report of the DAG cut short or not of its kind
+# (nqf.results_check.output_problem), a results file whose bytes changed while its mtime stayed the one
 # nqf recorded (cp -a, a restore, an edit that keeps mtimes), and a NetCDF file new to that
 # record that fails its readers' checks are moved aside to <name>.unusable so that this run
 # regenerates them; the temporary files of killed writes are removed. Only in the main snakemake
@@ -19,7 +20,11 @@ from nqf.experiments import verify as _verify
 
 if workflow.is_main_process:
     _before = set(_results_record.files("results"))
+    _made_by = _verify.made_by(EXPERIMENTS, Path("results"))
     for _message in _results_check.scan("results"):
+        print(_message, file=sys.stderr)
+    _others = [(p, rule) for p, rule in _made_by.items() if p.suffix != ".nc"]
+    for _message in _results_check.set_aside_outputs(_others):
         print(_message, file=sys.stderr)
     for _message in _results_record.set_aside_changed(_results_record.changed_behind_mtime("results")):
         print(_message, file=sys.stderr)
@@ -31,7 +36,7 @@ if workflow.is_main_process:
             print(f"nqf: {_finding.problem} {_finding.action}", file=sys.stderr)
     for _path in _results_check.remove_stale_temporaries("results"):
         print(f"nqf: removed {_path}, the temporary file of a write that was killed.", file=sys.stderr)
-    _ours = {str(p) for p in _verify.outputs(EXPERIMENTS, Path("results"))}
+    _ours = {str(p) for p in _made_by}
     _results_record.force_regeneration(
         workflow, sorted(str(p) for p in _before - set(_results_record.files("results")) if str(p) in _ours)
     )

@@ -28,3 +28,10 @@ rule all:
     default_target: True
     input:
         [str(path) for path in _verify.outputs(EXPERIMENTS)],
+
+
+# A failed run ends with one sentence per failed job: nqf's own message, a bug, or a job killed
+# without a word (out of memory, a time limit), and that rerunning the same command resumes.
+onerror:
+    for _line in _job_failures.summary(log):
+        print(_line, file=sys.stderr)

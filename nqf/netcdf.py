@@ -64,7 +64,7 @@ class ResultWriteError(RuntimeError):
 _SPACE_ERRNOS = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
-def _out_of_space(exc: BaseException) -> bool:
+def out_of_space(exc: BaseException) -> bool:
     """Whether a failed write failed for want of space (see :class:`ResultWriteError`)."""
     if isinstance(exc, OSError):
         return exc.errno in _SPACE_ERRNOS
@@ -199,7 +199,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     except BaseException as exc:
         if os.path.exists(tmp):
             os.remove(tmp)
-        if _out_of_space(exc):
+        if out_of_space(exc):
             raise ResultWriteError(path, exc) from exc
         raise
     return path
@@ -219,7 +219,7 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     except BaseException as exc:
         if os.path.exists(tmp):
             os.remove(tmp)
-        if _out_of_space(exc):
+        if out_of_space(exc):
             raise ResultWriteError(path, exc) from exc
         raise
     return path

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 
 from nqf import plot_layout  # noqa: E402
-from nqf.netcdf import temporary_beside  # noqa: E402
+from nqf.netcdf import ResultWriteError, out_of_space, temporary_beside  # noqa: E402
 
 THEORY = {"linestyle": "--", "linewidth": 1.2}
 EXPERIMENT = {"linestyle": "-", "linewidth": 1.6}
@@ -76,9 +76,11 @@ def save(fig, paths, *, pdf_pages=()) -> None:
             else:
                 fig.savefig(tmp, format=path.suffix.lstrip("."))
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             if os.path.exists(tmp):
                 os.remove(tmp)
+            if out_of_space(exc):
+                raise ResultWriteError(path, exc) from exc
             raise
     for page in (fig, *pdf_pages):
         plt.close(page)

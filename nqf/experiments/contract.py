@@ -63,6 +63,21 @@ class StageKeyError(KeyError):
         return str(self.args[0])
 
 
+def _in_key_order(value):
+    """``value`` with every mapping in it in sorted key order (left as it is where keys of
+    different types do not sort)."""
+    if isinstance(value, Mapping):
+        items = [(k, _in_key_order(v)) for k, v in value.items()]
+        try:
+            items.sort(key=lambda kv: kv[0])
+        except TypeError:
+            pass
+        return dict(items)
+    if isinstance(value, list):
+        return [_in_key_order(v) for v in value]
+    return value
+
+
 class StageConfig(dict):
     """The config one stage was handed, refusing to read any other key.
 
@@ -73,7 +88,10 @@ class StageConfig(dict):
     """
 
     def __init__(self, cfg: Mapping, stage: str):
-        super().__init__(cfg)
+        # Nested mappings (sizes, steps, tolerances) in key order: Snakemake compares a rule's
+        # params by their repr, so a config that writes them in another order (or a tool that
+        # sorts YAML keys) would otherwise rerun the stage on the same settings.
+        super().__init__({key: _in_key_order(value) for key, value in cfg.items()})
         self.stage = stage
 
     def _refuse(self, key):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 
 from nqf.config import ConfigError
@@ -21,7 +22,13 @@ USER_ERRORS = (ConfigError, ResultFileError, ResultWriteError, TrainingDiverged)
 
 @contextlib.contextmanager
 def job(log_path: str | None, name: str):
-    """Run a workflow job body with logging; exit 1 with one sentence on a user error."""
+    """Run a workflow job body with logging; exit 1 with one sentence on a user error.
+
+    A write past a file size limit (``ulimit -f``) would kill the job with SIGXFSZ before any
+    message; with that signal ignored the write fails with EFBIG instead, which the writers
+    report as :class:`ResultWriteError` (the limit, and what to do)."""
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     log_to_file(log_path)
     log = logging.getLogger(f"nqf.job.{name}")
     log.info("start %s", name)

@@ -165,3 +165,26 @@ def test_a_stage_reading_a_key_outside_its_params_is_named():
     back = pickle.loads(pickle.dumps(cfg))
     assert isinstance(back, StageConfig) and back == cfg and back.stage == "theory"
     assert repr(back) == repr(dict(cfg))  # snakemake compares params by repr: no spurious reruns
+
+
+def test_a_stage_config_reads_alike_whatever_the_order_of_nested_keys():
+    """Snakemake compares a rule's params by repr: the same settings written in another key order
+    (yaml.safe_dump sorts keys) must not rerun a stage."""
+    import pickle
+
+    from nqf.config import validate_config
+    from nqf.experiments import run_config, stage_config
+
+    def experiment(sizes, steps):
+        exp = {"kind": "real_data", "dataset": "digits8x8", "architectures": ["mlp", "cnn"], "sizes": sizes,
+               "steps": steps}
+        return validate_config({"device": "cpu", "experiments": {"r": exp}})["experiments"]["r"]
+
+    a = experiment({"cnn": {"width": 8, "kernel": [4, 4]}, "mlp": {"width": 20}}, {"mlp": 60, "cnn": 60})
+    b = experiment({"mlp": {"width": 20}, "cnn": {"kernel": [4, 4], "width": 8}}, {"cnn": 60, "mlp": 60})
+    for stage in ("data", "train"):
+        assert repr(stage_config(a, stage)) == repr(stage_config(b, stage))
+    assert repr(run_config(a, "mlp")) == repr(run_config(b, "mlp"))
+    cfg = stage_config(a, "data")
+    assert repr(pickle.loads(pickle.dumps(cfg))) == repr(cfg)
+    assert list(cfg["sizes"]) == sorted(cfg["sizes"]) and list(cfg["sizes"]["cnn"]) == ["kernel", "width"]

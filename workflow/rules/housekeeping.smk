@@ -14,6 +14,7 @@
 # made from it (nqf.results_record.force_regeneration).
 import sys
 
+from nqf import job_failures as _job_failures
 from nqf import results_check as _results_check
 from nqf import results_record as _results_record
 from nqf.experiments import verify as _verify

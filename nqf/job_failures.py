@@ -1,0 +1,87 @@
+"""One sentence per failed job at the end of a failed Snakemake run (the Snakefile's ``onerror``).
+
+Snakemake reports a failed job as a block (``Error in rule train:`` with its jobid, input,
+output and log) and, for a job killed by a signal (out of memory, a cluster time limit, ``kill``),
+says nothing about why. :func:`summary` reads those blocks from Snakemake's log, reads each job's
+own log (written by :func:`nqf.experiments.jobs.job`) and says, per job, whether it stopped with
+nqf's message (a bad input, a full disk, divergence), with an unexpected error (a bug), or
+ended without finishing; and that the finished jobs are kept, so the same command resumes.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+_BLOCK = re.compile(r"^Error in rule (?P<rule>[A-Za-z_][\w]*):\s*$")
+_FIELD = re.compile(r"^\s+(?P<key>output|log): (?P<value>.*)$")
+_LOG_NOTE = " (check log file(s) for error details)"
+_ERROR_LINE = re.compile(r" nqf\.job\.\S+ ERROR: (?P<message>.*)$")
+TAIL_BYTES = 64 * 1024  # of a job's log: its last messages
+SNAKEMAKE_LOG_BYTES = 8 * 2**20  # of Snakemake's log: the failed jobs are reported near its end
+
+
+def failed_jobs(text: str) -> list[dict]:
+    """The failed jobs of a Snakemake log: ``{'rule', 'output': [...], 'log': [...]}`` each, in
+    the order reported, each job once."""
+    jobs, current = [], None
+    for line in text.splitlines():
+        start = _BLOCK.match(line)
+        if start:
+            current = {"rule": start["rule"], "output": [], "log": []}
+            jobs.append(current)
+            continue
+        if current is None:
+            continue
+        field = _FIELD.match(line)
+        if field:
+            value = field["value"].removesuffix(_LOG_NOTE)
+            current[field["key"]] = [v.strip() for v in value.split(",") if v.strip()]
+        elif line.strip() and not line.startswith((" ", "\t")):
+            current = None
+    seen, unique = set(), []
+    for job in jobs:
+        key = (job["rule"], tuple(job["output"]))
+        if key not in seen:
+            seen.add(key)
+            unique.append(job)
+    return unique
+
+
+def _tail(path: str, n: int = TAIL_BYTES) -> str:
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(size - n, 0))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def explain(job: dict) -> str:
+    """The sentence for one failed job."""
+    what = f"the job of rule '{job['rule']}'" + (f" for {', '.join(job['output'][:3])}" if job["output"] else "")
+    if len(job["output"]) > 3:
+        what += f" and {len(job['output']) - 3} more"
+    logs = job["log"]
+    text = "\n".join(_tail(p) for p in logs)
+    where = f" (its log: {', '.join(logs)})" if logs else ""
+    errors = [m["message"] for m in map(_ERROR_LINE.search, text.splitlines()) if m]
+    if "Traceback (most recent call last)" in text:
+        return (f"nqf: {what} failed with an unexpected error, a bug in nqf{where}: please report it with "
+                f"that log.")
+    if errors:
+        message = errors[-1]
+        message = message if len(message) <= 200 else message[:197] + "..."
+        return f"nqf: {what} stopped: {message}"
+    return (f"nqf: {what} ended without finishing and without an error in its log{where}: it was "
+            f"killed (out of memory, a cluster time limit, or a kill signal); its unfinished output was "
+            f"removed, the finished jobs are kept, and rerunning the same command redoes it.")
+
+
+def summary(snakemake_log: str | os.PathLike | None) -> list[str]:
+    """One sentence per failed job in Snakemake's log file ``snakemake_log`` (none when it is
+    missing or names no failed job)."""
+    if not snakemake_log or not Path(snakemake_log).is_file():
+        return []
+    return [explain(job) for job in failed_jobs(_tail(str(snakemake_log), SNAKEMAKE_LOG_BYTES))]

@@ -280,8 +280,10 @@ def nqf_lines(text: str) -> list[str]:
 
 
 def first_message(text: str) -> str:
+    """nqf's first sentence, else Snakemake's first error line."""
     lines = nqf_lines(text)
-    return lines[0] if lines else ""
+    ours = [ln for ln in lines if ln.startswith("nqf:")]
+    return (ours or lines or [""])[0]
 
 
 def recover(work: Path, rc: int, text: str, log: list, config: Path | None = None) -> tuple[int, str, list[str]]:
@@ -429,6 +431,9 @@ def procedure(fault: Fault, work: Path) -> dict:
         log.append(out)
         fault.extra["note"] = "killed while its temporary existed" if hit else "write not caught"
         rc, text = p.returncode, out
+        # the recovery is a plain rerun: the message must name the job and say so
+        told = "yes" if ("nqf: the job of rule 'train' for results/runs/init_scaling/mlp.nc ended without "
+                         "finishing" in out and "rerunning the same command" in out) else "no"
     elif kind == "concurrent":
         for name in ("featurewise_b", "samplewise"):
             (work / f"results/fits/{name}.nc").unlink()

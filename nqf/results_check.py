@@ -301,15 +301,17 @@ def output_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-def set_aside_outputs(paths_and_rules) -> list[str]:
-    """Check each existing (path, rule) with :func:`output_problem`; move each that fails aside
-    to ``<name>.unusable``; one sentence per file moved (or that could not be moved)."""
+def set_aside_outputs(paths_and_rules, check=None) -> list[str]:
+    """Check each existing (path, rule) with ``check(path)`` (a problem or None; default
+    :func:`output_problem`); move each that fails aside to ``<name>.unusable``; one sentence per
+    file moved (or that could not be moved)."""
+    check = check or output_problem
     messages = []
     for path, rule in paths_and_rules:
         path = Path(path)
         if not os.path.lexists(path):
             continue
-        problem = output_problem(path)
+        problem = check(path)
         if problem is None:
             continue
         aside = path.with_name(path.name + ".unusable")

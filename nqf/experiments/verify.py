@@ -65,6 +65,52 @@ def outputs(experiments: Mapping[str, Mapping], results: Path = Path("results"))
     return list(made_by(experiments, results))
 
 
+def _read_table(path: Path) -> list[dict] | None:
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            return rows if tuple(reader.fieldnames or ()) else None
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+
+
+def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path = Path("results")) -> str | None:
+    """Why the summary or a claims table of the DAG does not hold what its rule writes (None when
+    it may): its header must be :data:`nqf.experiments.common.SUMMARY_COLUMNS`; a claims table's
+    rows are all of its experiment; the summary names only the config's experiments and every one
+    whose claims table has rows. (The form, a table cut short, is
+    :func:`nqf.results_check.output_problem`'s.)"""
+    import csv
+
+    from nqf.experiments.common import SUMMARY_COLUMNS
+
+    path, results = Path(path), Path(results)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None  # the form check names it
+    if tuple(header) != tuple(SUMMARY_COLUMNS):
+        return f"has the columns {', '.join(header[:4])}{', ...' if len(header) > 4 else ''}, not nqf's claims columns"
+    rows = _read_table(path) or []
+    found = {r["experiment"] for r in rows}
+    if path.name.endswith(".claims.csv"):
+        exp = path.name.removesuffix(".claims.csv")
+        other = sorted(found - {exp})
+        return f"holds rows of another experiment ({other[0]})" if other else None
+    unknown = sorted(found - set(experiments))
+    if unknown:
+        return f"holds rows of an experiment the config does not run ({unknown[0]})"
+    for exp in sorted(experiments):
+        claims = results / "figures" / f"{exp}.claims.csv"
+        if exp not in found and claims.exists() and (_read_table(claims) or []):
+            return f"lacks the rows of experiment {exp} (its claims table has them): it is cut short"
+    return None
+
+
 def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLike = "results", *,
                    move_aside: bool = True, only=None, progress=None,
                    regenerated_by: str = "the next snakemake call") -> list[Finding]:

@@ -98,3 +98,28 @@ def test_force_regeneration_adds_only_files_a_rule_makes_when_the_dag_is_prepare
     wf.dag_settings = types.SimpleNamespace(forcerun=frozenset({"rule_x"}))  # set after the Snakefile is read
     wf._prepare_dag(forceall=False)
     assert calls == [frozenset({"rule_x", "results/a.nc"})]
+
+
+def test_a_summary_cut_at_a_line_end_is_told_by_its_rows(tmp_path):
+    from nqf.experiments.common import SUMMARY_COLUMNS
+
+    header = ",".join(SUMMARY_COLUMNS) + "\n"
+    blank = "," * (len(SUMMARY_COLUMNS) - 1)
+    row = lambda exp: exp + blank + "\n"  # noqa: E731
+    res = tmp_path / "results"
+    (res / "figures").mkdir(parents=True)
+    exps = {"a": {}, "b": {}}
+    for exp in exps:
+        (res / "figures" / f"{exp}.claims.csv").write_text(header + row(exp))
+    summary = res / "summary.csv"
+    summary.write_text(header + row("a") + row("b"))
+    assert verify.table_problem(summary, exps, res) is None
+    assert verify.table_problem(res / "figures" / "a.claims.csv", exps, res) is None
+    summary.write_text(header + row("a"))  # the second half cut off at a line end
+    assert "lacks the rows of experiment b" in verify.table_problem(summary, exps, res)
+    summary.write_text(header + row("a") + row("b") + row("c"))
+    assert "does not run (c)" in verify.table_problem(summary, exps, res)
+    (res / "figures" / "a.claims.csv").write_text(header + row("b"))
+    assert "another experiment (b)" in verify.table_problem(res / "figures" / "a.claims.csv", exps, res)
+    summary.write_text("x,y\n1,2\n")
+    assert "not nqf's claims columns" in verify.table_problem(summary, exps, res)

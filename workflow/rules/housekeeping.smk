@@ -27,6 +27,11 @@ if workflow.is_main_process:
     _others = [(p, rule) for p, rule in _made_by.items() if p.suffix != ".nc"]
     for _message in _results_check.set_aside_outputs(_others):
         print(_message, file=sys.stderr)
+    _tables = [(p, rule) for p, rule in _others if p.suffix == ".csv"]
+    for _message in _results_check.set_aside_outputs(
+        _tables, lambda p: _verify.table_problem(p, EXPERIMENTS, Path("results"))
+    ):
+        print(_message, file=sys.stderr)
     for _message in _results_record.set_aside_changed(_results_record.changed_behind_mtime("results")):
         print(_message, file=sys.stderr)
     _new = _results_record.new_to_record(

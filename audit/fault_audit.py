@@ -432,8 +432,9 @@ def procedure(fault: Fault, work: Path) -> dict:
         fault.extra["note"] = "killed while its temporary existed" if hit else "write not caught"
         rc, text = p.returncode, out
         # the recovery is a plain rerun: the message must name the job and say so
-        told = "yes" if ("nqf: the job of rule 'train' for results/runs/init_scaling/mlp.nc ended without "
-                         "finishing" in out and "rerunning the same command" in out) else "no"
+        job_line = "nqf: the job of rule 'train' for results/runs/init_scaling/mlp.nc "
+        told = "yes" if ((job_line + "was killed by SIGKILL" in out or job_line + "ended without finishing" in out)
+                         and "rerunning the same command" in out) else "no"
     elif kind == "concurrent":
         for name in ("featurewise_b", "samplewise"):
             (work / f"results/fits/{name}.nc").unlink()
@@ -534,7 +535,7 @@ def procedure(fault: Fault, work: Path) -> dict:
 COLUMNS = ["name", "stage", "description", "outcome", "recovery", "told", "wall_s", "first", "detail", "note"]
 
 
-def report(rows: list[dict], out: Path, total_s: float, template_s: float) -> None:
+def report(rows: list[dict], out: Path, total_s: float, template_s: float, note: str = "") -> None:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "fault_audit.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
@@ -542,7 +543,8 @@ def report(rows: list[dict], out: Path, total_s: float, template_s: float) -> No
         w.writerows({k: row.get(k, "") for k in COLUMNS} for row in rows)
     stages = sorted({r["stage"] for r in rows}, key=[r["stage"] for r in rows].index)
     lines = ["# Fault audit", "", f"Written by `audit/fault_audit.py` on config/test.yaml, --cores 1: "
-             f"{len(rows)} faults, template run {template_s:.0f} s, whole harness {total_s / 60:.1f} min.", "",
+             f"{len(rows)} faults, template run {template_s:.0f} s, whole harness {total_s / 60:.1f} min."
+             + (f" {note}" if note else ""), "",
              "| stage | injected | survived |", "|---|---|---|"]
     for st in stages:
         sel = [r for r in rows if r["stage"] == st]
@@ -564,6 +566,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "audit" / "results")
     ap.add_argument("--only", default="", help="comma-separated fault names")
     ap.add_argument("--reuse-template", action="store_true", help="keep a finished template from an earlier call")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --only: replace those rows in the existing report, keep the others")
+    ap.add_argument("--merge-total-min", default="", help="with --merge: the whole harness's minutes to report")
+    ap.add_argument("--merge-template-s", default="", help="with --merge: the template run's seconds to report")
     args = ap.parse_args()
     t0 = time.time()
     template = args.work / "template"
@@ -592,6 +598,16 @@ def main() -> None:
         rows.append(row)
         print(f"{fault.name:28s} {row['outcome']:13s} {row['wall_s']:>6s}s {row.get('detail', '')[:100]}", flush=True)
         shutil.rmtree(work, ignore_errors=True)
+    if only and args.merge and (args.out / "fault_audit.csv").exists():
+        with open(args.out / "fault_audit.csv", newline="") as fh:
+            earlier = {r["name"]: r for r in csv.DictReader(fh)}
+        rerun = {r["name"]: r for r in rows}
+        order = [f.name for f in faults()]
+        rows = [rerun.get(n) or earlier[n] for n in order if n in rerun or n in earlier]
+        total_s = float(args.merge_total_min or 0) * 60 or time.time() - t0
+        report(rows, args.out, total_s, float(args.merge_template_s or template_s),
+               note=f"Rows rerun with --only --merge after a fix: {', '.join(sorted(rerun))}.")
+        return
     report(rows, args.out, time.time() - t0, template_s)
 
 

@@ -54,3 +54,35 @@ def test_a_log_without_failures_or_missing_gives_nothing(tmp_path):
     assert jf.summary(None) == [] and jf.summary(tmp_path / "absent.log") == []
     (tmp_path / "ok.log").write_text("Building DAG of jobs...\nNothing to be done.\n")
     assert jf.summary(tmp_path / "ok.log") == []
+
+
+def test_a_failure_in_snakemakes_own_step_is_told_with_its_error(tmp_path):
+    """Snakemake writes each job's script to a temporary file first: under a file size limit
+    that write fails before nqf's job starts, and its log stays empty."""
+    log = tmp_path / "snakemake.log"
+    log.write_text("RuleException:\nOSError in file \"/w/workflow/rules/train.smk\", line 19:\n"
+                   "[Errno 27] File too large\n  File \"tempfile.py\", line 501, in __exit__\n"
+                   "Error in rule train:\n    jobid: 9\n    output: results/runs/fw/gd.nc\n"
+                   "    log: results/logs/train/fw/gd.log (check log file(s) for error details)\n"
+                   "RuleException:\nKeyError in file \"/w/workflow/rules/fit.smk\", line 3:\n'x'\n"
+                   "Error in rule fit:\n    output: results/fits/fw.nc\n")
+    train, fit = jf.summary([str(log)])  # onerror hands a list of Snakemake's log files
+    assert train.startswith("nqf: Could not write a file of the job of rule 'train' for results/runs/fw/gd.nc")
+    assert "(OSError: [Errno 27] File too large)" in train and "ulimit -f" in train
+    assert fit.startswith("nqf: the job of rule 'fit' for results/fits/fw.nc failed in Snakemake's own step")
+    assert "KeyError: 'x'" in fit
+
+
+def test_a_killed_job_and_a_silent_exit_are_told_apart(tmp_path):
+    log = tmp_path / "snakemake.log"
+    log.write_text("CalledProcessError in file \"/w/workflow/rules/train.smk\", line 19:\n"
+                   "Command 'set -euo pipefail; python x.train.py' died with <Signals.SIGKILL: 9>.\n"
+                   "Error in rule train:\n    output: results/runs/fw/gd.nc\n"
+                   "CalledProcessError in file \"/w/workflow/rules/fit.smk\", line 3:\n"
+                   "Command 'python x.fit.py' returned non-zero exit status 3.\n"
+                   "Error in rule fit:\n    output: results/fits/fw.nc\n")
+    train, fit = jf.summary(log)
+    assert train.startswith("nqf: the job of rule 'train' for results/runs/fw/gd.nc was killed by SIGKILL "
+                            "(out of memory, a cluster time limit, or kill -9)")
+    assert "rerunning the same command redoes it" in train
+    assert fit.startswith("nqf: the job of rule 'fit' for results/fits/fw.nc exited with status 3 without nqf's message")

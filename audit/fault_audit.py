@@ -159,6 +159,11 @@ class Fault:
     extra: dict = field(default_factory=dict)
 
 
+def cut_at_line(text: str) -> str:
+    """``text`` up to the line end nearest its middle (whole rows kept)."""
+    return text[: text.rfind("\n", 0, len(text) // 2) + 1]
+
+
 def faults() -> list[Fault]:
     F = Fault
     d, s, t, r, f = "results/data", "results/structure", "results/theory", "results/runs", "results/fits"
@@ -245,6 +250,13 @@ def faults() -> list[Fault]:
           "results/summary.csv", text_edit("True", "False")),
         F("summary_truncated_new", "summary", "summary.csv cut to half, new mtime", "results/summary.csv",
           lambda p: p.write_text(p.read_text()[: len(p.read_text()) // 2])),
+        F("summary_cut_at_line_new", "summary", "summary.csv cut at the line end nearest its middle, new mtime",
+          "results/summary.csv", lambda p: p.write_text(cut_at_line(p.read_text()))),
+        F("claims_other_exp_new", "figure", "featurewise's claims.csv copied over featurewise_b's, new mtime",
+          "results/figures/featurewise_b.claims.csv",
+          copy_over("results/figures/featurewise.claims.csv", old_mtime=False)),
+        F("figure_png_half_new", "figure", "figure PNG cut to half, new mtime", "results/figures/featurewise_b.png",
+          lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])),
         F("report_md_deleted", "summary", "results/reproduction.md deleted", "results/reproduction.md", delete),
         F("report_html_empty", "summary", "results/reproduction.html emptied, old mtime", "results/reproduction.html", empty),
         # leftovers

@@ -127,17 +127,24 @@ def scan(results: str | os.PathLike = "results") -> list[str]:
             problem = _signature_problem(path)
             if problem is None:
                 continue
-            aside = path.with_name(name + ".unusable")
-            try:
-                os.replace(path, aside)
-            except OSError as err:
-                messages.append(f"nqf: {path} {problem} and could not be moved aside ({err.strerror}); "
-                                f"delete it so that it is regenerated.")
-                continue
-            if name in dirnames:
+            moved, message = move_aside(path, problem)
+            messages.append(message)
+            if moved and name in dirnames:
                 dirnames.remove(name)
-            messages.append(f"nqf: {path} {problem}: moved aside to {aside.name}, this run regenerates it.")
     return messages
+
+
+def move_aside(path: str | os.PathLike, problem: str) -> tuple[bool, str]:
+    """Move ``path`` aside to ``<name>.unusable`` so that this run regenerates it; (moved, the
+    sentence saying so, or that it could not be moved), ``problem`` completing "nqf: <path> ..."."""
+    path = Path(path)
+    aside = path.with_name(path.name + ".unusable")
+    try:
+        os.replace(path, aside)
+    except OSError as err:
+        return False, (f"nqf: {path} {problem} and could not be moved aside ({err.strerror}); delete it so "
+                       f"that it is regenerated.")
+    return True, f"nqf: {path} {problem}: moved aside to {aside.name}, this run regenerates it."
 
 
 def _pid_alive(pid: int) -> bool:
@@ -312,15 +319,6 @@ def set_aside_outputs(paths_and_rules, check=None) -> list[str]:
         if not os.path.lexists(path):
             continue
         problem = check(path)
-        if problem is None:
-            continue
-        aside = path.with_name(path.name + ".unusable")
-        try:
-            os.replace(path, aside)
-        except OSError as err:
-            messages.append(f"nqf: {path} {problem} (it is made by the rule '{rule}') and could not be moved "
-                            f"aside ({err.strerror}); delete it so that it is regenerated.")
-            continue
-        messages.append(f"nqf: {path} {problem} (it is made by the rule '{rule}'): moved aside to "
-                        f"{aside.name}, this run regenerates it.")
+        if problem is not None:
+            messages.append(move_aside(path, f"{problem} (it is made by the rule '{rule}')")[1])
     return messages

@@ -164,16 +164,7 @@ def new_to_record(paths, record: str | os.PathLike = RECORD) -> list[Path]:
 
 def set_aside_changed(paths) -> list[str]:
     """Move each file aside to ``<name>.unusable``; one sentence per file."""
-    messages = []
-    for path in paths:
-        aside = path.with_name(path.name + ".unusable")
-        try:
-            os.replace(path, aside)
-        except OSError as err:
-            messages.append(f"nqf: {path} changed while its mtime stayed the same, and could not be moved "
-                            f"aside ({err.strerror}); delete it so that it is regenerated.")
-            continue
-        messages.append(f"nqf: {path} changed since nqf recorded it while its mtime stayed the same "
-                        f"(copied with its times, restored, or edited outside the workflow): moved aside "
-                        f"to {aside.name}, this run regenerates it.")
-    return messages
+    from nqf.results_check import move_aside
+
+    return [move_aside(path, "changed since nqf recorded it while its mtime stayed the same (copied with its "
+                             "times, restored, or edited outside the workflow)")[1] for path in paths]

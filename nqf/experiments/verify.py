@@ -65,14 +65,15 @@ def outputs(experiments: Mapping[str, Mapping], results: Path = Path("results"))
     return list(made_by(experiments, results))
 
 
-def _read_table(path: Path) -> list[dict] | None:
+def _read_table(path: Path) -> tuple[list[str], list[dict]] | None:
+    """(header, rows) of a CSV file; None when it cannot be read as one."""
     import csv
 
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             rows = list(reader)
-            return rows if tuple(reader.fieldnames or ()) else None
+            return list(reader.fieldnames or ()), rows
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
 
@@ -83,19 +84,15 @@ def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path 
     rows are all of its experiment; the summary names only the config's experiments and every one
     whose claims table has rows. (The form, a table cut short, is
     :func:`nqf.results_check.output_problem`'s.)"""
-    import csv
-
     from nqf.experiments.common import SUMMARY_COLUMNS
 
     path, results = Path(path), Path(results)
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            header = next(csv.reader(fh), [])
-    except (OSError, UnicodeDecodeError, csv.Error):
+    table = _read_table(path)
+    if table is None:
         return None  # the form check names it
+    header, rows = table
     if tuple(header) != tuple(SUMMARY_COLUMNS):
         return f"has the columns {', '.join(header[:4])}{', ...' if len(header) > 4 else ''}, not nqf's claims columns"
-    rows = _read_table(path) or []
     found = {r["experiment"] for r in rows}
     if path.name.endswith(".claims.csv"):
         exp = path.name.removesuffix(".claims.csv")
@@ -104,9 +101,9 @@ def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path 
     unknown = sorted(found - set(experiments))
     if unknown:
         return f"holds rows of an experiment the config does not run ({unknown[0]})"
-    for exp in sorted(experiments):
-        claims = results / "figures" / f"{exp}.claims.csv"
-        if exp not in found and claims.exists() and (_read_table(claims) or []):
+    for exp in sorted(set(experiments) - found):
+        claims = _read_table(results / "figures" / f"{exp}.claims.csv")
+        if claims is not None and claims[1]:
             return f"lacks the rows of experiment {exp} (its claims table has them): it is cut short"
     return None
 

@@ -34,9 +34,7 @@ if workflow.is_main_process:
         print(_message, file=sys.stderr)
     for _message in _results_record.set_aside_changed(_results_record.changed_behind_mtime("results")):
         print(_message, file=sys.stderr)
-    _new = _results_record.new_to_record(
-        [p for _, _, p in _verify.stage_files(EXPERIMENTS, Path("results")) if p.exists()]
-    )
+    _new = _results_record.new_to_record([p for p in _made_by if p.suffix == ".nc" and p.exists()])
     for _finding in _verify.verify_results(EXPERIMENTS, "results", only=_new, regenerated_by="this run"):
         if _finding.problem:
             print(f"nqf: {_finding.problem} {_finding.action}", file=sys.stderr)

@@ -152,56 +152,103 @@ class SingleHeadLogits(_FixedReadout):
         return torch.cat([self.WQ.T, self.WK.T], dim=0)
 
 
-class SelfAttentionReadout(QueryKeyAttention):
-    """Query-key-only self-attention on a sequence X (D x N), mean-pooled over query positions.
+QUERIES = ("all", "first", "last")
+HEADS = ("sum", "mean")
 
-    f_c(X) = sum_i (1/N) sum_n Cr[:, c]^T X softmax(X^T W^K_i^T W^Q_i x_n / sqrt(d_k)): every
-    token x_n queries the same sequence and the outputs are averaged (paper Fig. 7's attention
-    with a fixed readout vector, the image's rows as tokens). Units and parameter order are those
-    of :class:`QueryKeyAttention` (w_i = [vec W^Q_i; vec W^K_i]). The logit is linear in the
-    query, so averaging the queries averages A: A_c is Eq. 10 with x -> x_avg = X 1_N / N,
-    A_c = 1/(2 sqrt d_k) [[0, x_avg u_c^T (x) I_dk], [u_c x_avg^T (x) I_dk, 0]], u_c = Sigma_X Cr[:, c];
-    f(0) = d Cr^T x_avg is not zero. Inputs are sequences X of shape (m, D, N) only; an image
-    (H, W) is read as its H rows, tokens of dimension W.
+
+class SelfAttentionReadout(QueryKeyAttention):
+    """Query-key-only self-attention on a sequence X (D x N) with a fixed readout (paper Fig. 7).
+
+    f_c(X) = s_h sum_i (1/|Q|) sum_(n in Q) Cr[:, c]^T X softmax(X^T W^K_i^T W^Q_i x_n / sqrt(d_k)):
+    the tokens in Q query the same sequence and their outputs are averaged (the image's rows as
+    tokens). Units and parameter order are those of :class:`QueryKeyAttention`
+    (w_i = [vec W^Q_i; vec W^K_i]). The paper leaves three choices open, each an option:
+
+    * ``query``: which tokens query, ``all`` (mean-pooled, the default), ``first`` or ``last``;
+    * ``heads``: the heads' outputs summed (``sum``, s_h = 1) or averaged (``mean``, s_h = 1/d);
+      f is linear in Cr, so ``mean`` equals ``sum`` with the readout divided by d;
+    * ``center``: keep f(0) = s_h d Cr^T x_avg (False) or remove it, reading out
+      Cr^T X (softmax(...) - 1/N) (True): the output of uniform attention is subtracted.
+
+    The logit is linear in the query, so averaging the queries averages A: A_c is Eq. 10 with x
+    replaced by the mean query q = (1/|Q|) sum_(n in Q) x_n and scaled by s_h,
+    A_c = s_h / (2 sqrt d_k) [[0, q u_c^T (x) I_dk], [u_c q^T (x) I_dk, 0]], u_c = Sigma_X Cr[:, c].
+    ``center`` changes f(0) only. Inputs are sequences X of shape (m, D, N).
     """
 
     input_layout = (("x", ("feature", "token")),)
 
+    def __init__(self, D: int = 4, d_k: int = 2, width: int = 2, n_outputs: int = 2, seq_len: int = 5,
+                 init_std: float = 1.0, seed: int | None = 0, dtype: torch.dtype = torch.float64,
+                 query: str = "all", heads: str = "sum", center: bool = False):
+        from nqf import _checks
+
+        super().__init__(D=D, d_k=d_k, width=width, n_outputs=n_outputs, seq_len=seq_len, init_std=init_std,
+                         seed=seed, dtype=dtype)
+        self.query = _checks.choice("SelfAttentionReadout: query", query, QUERIES)
+        self.heads = _checks.choice("SelfAttentionReadout: heads", heads, HEADS)
+        if not isinstance(center, bool):
+            raise TypeError(f"SelfAttentionReadout: center must be True or False; got {center!r:.40}.")
+        self.center = center
+
+    @property
+    def head_scale(self) -> float:
+        """s_h: 1 for summed heads, 1/d for averaged ones."""
+        return 1.0 if self.heads == "sum" else 1.0 / self.width
+
+    def queries(self, X: Tensor) -> Tensor:
+        """The query tokens (m, D, |Q|) of sequences X (m, D, N)."""
+        if self.query == "first":
+            return X[..., :1]
+        if self.query == "last":
+            return X[..., -1:]
+        return X
+
+    def _readout_out(self, values: Tensor, pooled: Tensor) -> Tensor:
+        """sum over heads of values . pooled attention, less the uniform output if centred.
+        values (m, c, N) = Cr^T X per token; pooled (..., m, heads, N) -> (..., m, c)."""
+        if self.center:
+            pooled = pooled - 1.0 / pooled.shape[-1]
+        return self.head_scale * torch.einsum("mcn,...mhn->...mc", values, pooled)
+
     def forward(self, X: Tensor) -> Tensor:
         # logits through each head's D x D matrix W^Q^T W^K: no (m, heads, d_k, N) intermediates,
         # about d_k / D times fewer flops than forming queries and keys when d_k > D
-        QK = torch.einsum("hkd,hke->hde", self.WQ, self.WK)
+        QK = torch.einsum("hkd,hke->hde", self.WQ, self.WK) / math.sqrt(self.d_k)
         right = torch.einsum("hde,men->mhdn", QK, X)
-        logits = torch.einsum("mdq,mhdn->mhqn", X, right) / math.sqrt(self.d_k)
+        logits = torch.einsum("mdq,mhdn->mhqn", self.queries(X), right)
         pooled = torch.softmax(logits, dim=-1).mean(-2)  # (m, heads, N): attention averaged over queries
-        return torch.einsum("dc,mdn,mhn->mc", self.readout, X, pooled)
+        return self._readout_out(torch.einsum("dc,mdn->mcn", self.readout, X), pooled)
 
     def forward_replicas(self, W: Tensor, X: Tensor) -> Tensor:
         """Outputs (R, m, k) at unit weights W (R, p, d) for sequences X (m, D, N): every replica's
-        heads at once (the same numbers as ``forward_with``, tested). W^K X for all heads is one
-        large matmul and the logits one batched matmul over samples, instead of m * heads tiny ones."""
+        heads at once, the same numbers as ``forward_with`` (tested). The softmax and its gradient
+        run over blocks of samples that stay in cache (:class:`PooledAttention`), never forming the
+        (m, R x heads, N, N) logits at once; only the D x D matrices W^Q^T W^K go through autograd."""
         n, D = self.d_k * self.D, self.D
-        m, _, N = X.shape
         WQ = unvec(W[:, :n].transpose(1, 2), self.d_k, D)  # (R, heads, d_k, D)
         WK = unvec(W[:, n:].transpose(1, 2), self.d_k, D)
-        QK = torch.einsum("rhkd,rhke->rhde", WQ, WK)  # each head's D x D bilinear form
+        QK = torch.einsum("rhkd,rhke->rhde", WQ, WK) / math.sqrt(self.d_k)  # each head's D x D form
         R, heads = QK.shape[:2]
-        G = R * heads
-        right = (QK.reshape(G * D, D) @ X.permute(1, 0, 2).reshape(D, m * N)).reshape(G, D, m, N)
-        right = right.permute(2, 1, 0, 3).reshape(m, D, G * N)
-        logits = torch.bmm(X.transpose(1, 2), right).reshape(m, N, G, N) / math.sqrt(self.d_k)
-        pooled = torch.softmax(logits, dim=-1).mean(1).reshape(m, R, heads, N)  # averaged over queries
-        return torch.einsum("dc,mdn,mrhn->rmc", self.readout, X, pooled)
+        values = torch.einsum("dc,mdn->mcn", self.readout, X)
+        pooled = PooledAttention.apply(QK.reshape(R * heads, D, D), X, self.queries(X), values)  # (m, G, c)
+        if self.center:
+            pooled = pooled - values.mean(-1)[:, None, :]
+        out = self.head_scale * pooled.reshape(X.shape[0], R, heads, -1).sum(2)
+        return out.transpose(0, 1)
 
     def unit(self, w: Tensor, X: Tensor) -> Tensor:
         n = self.d_k * self.D
         WQ, WK = unvec(w[:n], self.d_k, self.D), unvec(w[n:], self.d_k, self.D)
-        attn = torch.softmax((X.T @ WQ.T) @ (WK @ X) / math.sqrt(self.d_k), dim=-1)  # (query, key)
-        return self.readout.T @ (X @ attn.mean(0))
+        attn = torch.softmax((self.queries(X).T @ WQ.T) @ (WK @ X) / math.sqrt(self.d_k), dim=-1)  # (query, key)
+        pooled = attn.mean(0)
+        if self.center:
+            pooled = pooled - 1.0 / X.shape[-1]
+        return self.head_scale * (self.readout.T @ (X @ pooled))
 
     def structure(self, X: Tensor) -> BlockBilinearForm:
         n = self.d_k * self.D
-        left = (X.mean(-1) / math.sqrt(self.d_k))[:, None, None, :]
+        left = (self.head_scale * self.queries(X).mean(-1) / math.sqrt(self.d_k))[:, None, None, :]
         right = context_covariance_readout(X, self.readout)[:, :, None, :]
         return BlockBilinearForm(self.p, (0, n), (n, 2 * n), left, right, q=self.d_k)
 
@@ -217,3 +264,81 @@ class SelfAttentionReadout(QueryKeyAttention):
 
     def image_inputs(self, images: Tensor) -> Tensor:
         return images.transpose(-1, -2)  # (m, D = W, N = H): the rows as tokens
+
+
+class PooledAttention(torch.autograd.Function):
+    """h[mu, g, c] = sum_n v[mu, c, n] (1/|Q|) sum_(q in Q) softmax_n(x_q^T B_g x_n), with its
+    gradient in B only, over blocks of samples.
+
+    B (G, D, D): each head's scaled bilinear form W^Q^T W^K / sqrt(d_k); X (m, D, N) the
+    sequences, Xq (m, D, |Q|) the query tokens, v (m, c, N) the readout values Cr^T X. With P the
+    softmax, a_q = sum_n P_qn v_n and upstream gradient G[mu, g, c], the logit gradient is
+    dL_qn = (1/|Q|) P_qn (sum_c G_c v_cn - sum_c G_c a_qc) and dB_g = sum_mu Xq dL X^T.
+
+    Why not autograd through einsums: at the paper's 4000 images and 20 heads the softmax has
+    63 M entries; autograd writes and rereads it several times per step, and torch's softmax over
+    rows of 28 keys costs ~2.6 ns per entry on one core. Here every large operand is a matmul
+    (no permuted copies), the softmax is one exp over the block with a shift shared by the block
+    where the block's logits span less than the dtype's safe range (exact: a softmax is unchanged by
+    any shift of its row), its normaliser and a_q come from one batched matmul with [v, 1], and P
+    is kept for the backward pass.
+    """
+
+    BLOCK = 128  # samples per block: 128 x 28 queries x 20 heads x 28 keys is ~8 MB in float32
+
+    @staticmethod
+    def _exp_rows(L: Tensor) -> Tensor:
+        """exp(L - shift) in place, one shift per block when the block's logits span less than
+        ~80 (float32) or ~700 (float64) natural units, so that no row under- or overflows;
+        otherwise the row maxima (torch.softmax's own shift)."""
+        span = 80.0 if L.dtype != torch.float64 else 700.0
+        top, bottom = float(L.max()), float(L.min())
+        L -= top if top - bottom < span else L.amax(-1, keepdim=True)
+        if L.device.type == "cpu" and L.is_contiguous():
+            import numpy as np
+
+            np.exp(L.numpy(), out=L.numpy())  # numpy's exp is ~3x torch's on this CPU build
+        else:
+            L.exp_()
+        return L
+
+    @staticmethod
+    def forward(ctx, B, X, Xq, v):
+        nq, G, D = Xq.shape[-1], B.shape[0], B.shape[1]
+        c = v.shape[1]
+        Bt = B.transpose(0, 1).reshape(D, G * D)
+        ones = torch.ones(X.shape[0], X.shape[-1], 1, dtype=v.dtype, device=v.device)
+        values1 = torch.cat([v.transpose(1, 2), ones], dim=-1)  # (m, N, c + 1)
+        out, kept = [], []
+        for s in range(0, X.shape[0], PooledAttention.BLOCK):
+            sl = slice(s, s + PooledAttention.BLOCK)
+            b = X[sl].shape[0]
+            Y = Xq[sl].transpose(1, 2).reshape(b * nq, D) @ Bt  # (b |Q|, G D): x_q^T B_g
+            E = PooledAttention._exp_rows(torch.bmm(Y.reshape(b, nq * G, D), X[sl]))  # (b, |Q| G, N)
+            S = torch.bmm(E, values1[sl])  # (b, |Q| G, c + 1): sum_n E v_n and sum_n E
+            a = S[..., :c] / S[..., c:]  # a_q = sum_n P_qn v_n
+            E /= S[..., c:]  # P
+            out.append(a.reshape(b, nq, G, c).mean(1))
+            kept.append(a)
+            if ctx.needs_input_grad[0]:
+                kept.append(E)
+        ctx.save_for_backward(X, Xq, v, *kept)
+        return torch.cat(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        X, Xq, v, *kept = ctx.saved_tensors
+        D, nq = X.shape[1], Xq.shape[-1]
+        G, c = grad.shape[1], grad.shape[2]
+        dB = torch.zeros(D, G * D, dtype=grad.dtype, device=grad.device)
+        for i, s in enumerate(range(0, X.shape[0], PooledAttention.BLOCK)):
+            sl = slice(s, s + PooledAttention.BLOCK)
+            a, P = kept[2 * i], kept[2 * i + 1]
+            b, N = P.shape[0], P.shape[-1]
+            g = grad[sl] / nq  # (b, G, c)
+            gv = torch.bmm(g, v[sl])  # (b, G, N): sum_c g_c v_cn
+            ga = (a.reshape(b, nq, G, c) * g[:, None]).sum(-1)  # (b, |Q|, G): sum_c g_c a_qc
+            dL = P.reshape(b, nq, G, N) * (gv[:, None] - ga[..., None])
+            T = torch.bmm(dL.reshape(b, nq * G, N), X[sl].transpose(1, 2))  # (b, |Q| G, D)
+            dB += Xq[sl].permute(1, 0, 2).reshape(D, b * nq) @ T.reshape(b * nq, G * D)
+        return dB.reshape(D, G, D).transpose(0, 1), None, None, None

@@ -437,3 +437,69 @@ def test_tied_qk_scale_follows_d_k_not_the_width_when_given():
     fixed = [ARCHITECTURES["tied_qk"].build(D=3, width=w, seed=0, d_k=2).structure(x).dense() for w in (2, 8)]
     assert torch.allclose(fixed[0], fixed[1]) and torch.allclose(fixed[0], a_small)
     assert torch.allclose(nqf.structure_matrix(wide.unit, (x[0][0], x[1][0]), wide.p), a_wide[0], atol=1e-12)
+
+
+# -- the self-attention's readings (query tokens, head pooling, f(0) kept or removed) -----------
+SA_OPTIONS = [dict(query=q, heads=h, center=c) for q in ("all", "first", "last") for h in ("sum", "mean")
+              for c in (False, True)]
+
+
+@pytest.mark.parametrize("options", SA_OPTIONS, ids=lambda o: f"{o['query']}-{o['heads']}-{'centred' if o['center'] else 'f0'}")
+def test_self_attention_options_analytic_structure_and_batched_forward(options):
+    """Each reading of the Fig. 7 attention keeps Theorem 1: the analytic A(x) equals autograd's
+    Hessian of its unit (1e-10, float64), forward_replicas equals forward_with per replica (1e-12 of
+    the output scale, at weights where the softmax is far from uniform), and a one-head module is
+    its unit function."""
+    module = ARCHITECTURES["qk_self_attention"].build(D=4, d_k=3, width=2, n_outputs=2, seq_len=5, **options)
+    X = module.sample_inputs(4, rng(31))
+    auto = nqf.structure_matrix(module.unit, X, module.p, batched=True)
+    analytic = module.structure(X).dense().reshape(auto.shape)
+    assert float((analytic - auto).abs().max()) <= 1e-10 and float(auto.abs().max()) > 0.01
+    W = 0.7 * torch.randn(3, module.p, module.width, generator=rng(32), dtype=F64)
+    batched = module.forward_replicas(W, X)
+    single = torch.stack([module.forward_with(W[r], X) for r in range(3)])
+    assert torch.allclose(batched, single, rtol=0, atol=1e-12 * float(single.abs().max()))
+    f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=F64), X)
+    if options["center"]:
+        assert float(f0.abs().max()) <= 1e-14  # f(0) removed: uniform attention reads out 0
+    else:
+        scale = module.width * (1.0 if options["heads"] == "sum" else 1.0 / module.width)
+        assert torch.allclose(f0, scale * torch.einsum("dc,md->mc", module.readout, X.mean(-1)), atol=1e-13)
+
+
+def test_self_attention_averaged_heads_equal_summed_heads_with_readout_over_d():
+    """f is linear in the readout: heads averaged = heads summed with Cr / d (forward and A)."""
+    mean = ARCHITECTURES["qk_self_attention"].build(D=4, d_k=3, width=3, n_outputs=1, seq_len=5, heads="mean")
+    total = ARCHITECTURES["qk_self_attention"].build(D=4, d_k=3, width=3, n_outputs=1, seq_len=5)
+    total.set_readout(mean.readout / 3)
+    X = mean.sample_inputs(6, rng(33))
+    W = 0.5 * torch.randn(mean.p, mean.width, generator=rng(34), dtype=F64)
+    assert torch.allclose(mean.forward_with(W, X), total.forward_with(W, X), rtol=1e-13, atol=1e-15)
+    assert torch.allclose(mean.structure(X).dense(), total.structure(X).dense(), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("scale", [1.0, 60.0], ids=["block-shift", "row-shift"])
+def test_pooled_attention_gradient_equals_autograd(scale):
+    """The blocked softmax (nqf.architectures.query_key.PooledAttention) against autograd through
+    the plain einsum forward, value and gradient, float64 (1e-12 relative): at small weights one
+    shift serves a whole block; at large ones (logits spanning > 700) the row maxima are used."""
+    module = ARCHITECTURES["qk_self_attention"].build(D=5, d_k=3, width=2, n_outputs=2, seq_len=6)
+    X = module.sample_inputs(300, rng(35))  # more samples than one block (128)
+    W = (scale * torch.randn(2, module.p, module.width, generator=rng(36), dtype=F64)).requires_grad_()
+    weights = torch.randn(2, 300, 2, generator=rng(37), dtype=F64)
+    out = module.forward_replicas(W, X)
+    (grad,) = torch.autograd.grad((out * weights).sum(), W)
+    ref = torch.stack([torch.func.functional_call(module, module.params_from_unit_weights(W[r]), (X,)) for r in range(2)])
+    (ref_grad,) = torch.autograd.grad((ref * weights).sum(), W)
+    assert torch.allclose(out, ref, rtol=1e-12, atol=1e-12 * float(ref.abs().max()))
+    assert torch.allclose(grad, ref_grad, rtol=1e-10, atol=1e-12 * float(ref_grad.abs().max()))
+    assert float(ref_grad.abs().max()) > 1e-3  # not a trivially zero gradient
+
+
+def test_self_attention_refuses_unknown_readings():
+    with pytest.raises(ValueError, match="query must be one of"):
+        ARCHITECTURES["qk_self_attention"].build(query="middle")
+    with pytest.raises(ValueError, match="heads must be one of"):
+        ARCHITECTURES["qk_self_attention"].build(heads="max")
+    with pytest.raises(TypeError, match="center must be True or False"):
+        ARCHITECTURES["qk_self_attention"].build(center="yes")

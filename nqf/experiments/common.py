@@ -22,9 +22,14 @@ if TYPE_CHECKING:
 SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "predicted", "measured",
                    "rel_error", "tolerance", "tolerance_source", "passed", "note")
 # What a summary row checks: a claim of the paper (its figure and sentence in ``source``), a
-# theorem of the paper checked against training (the theorem in ``source``), or a claim of this
-# project (stricter measures, quantities the paper does not report).
-CHECKS = ("paper", "theorem", "ours")
+# theorem of the paper checked against training (the theorem in ``source``), a claim of this
+# project (stricter measures, quantities the paper does not report), or "construction": a
+# condition that holds by construction of the data or the config (e.g. Assumption 1 for diagonal
+# data matrices, a run length chosen from the window it must reach), which no run could fail. Such
+# a row stays in the summary, so that the condition is stated beside the rows that rely on it,
+# with a ``source`` that begins "holds by construction (...)"; it is not evidence, and counts of
+# checked rows leave it out.
+CHECKS = ("paper", "theorem", "ours", "construction")
 # A teacher's random stream starts this far past its data seed, away from the students' init
 # seeds (small integers), so that no student starts along the teacher (seed 0 is not the teacher).
 TEACHER_SEED_OFFSET = 1_000_003
@@ -223,9 +228,10 @@ class Claim:
     """One checked claim: a row of results/summary.csv.
 
     ``checks`` says what the row is (see CHECKS) and ``source`` where the claim comes from (for a
-    paper claim, the figure and its sentence). ``tolerance_source`` says how the tolerance was
-    set: the error budget of the run (GD's O(lr) error, finite-eps terms, seed standard errors)
-    times a stated factor, or why a bound needs none. ``reading`` is filled by the fit stage with
+    paper claim, the figure and its sentence; for a "construction" row, why it holds by
+    construction). ``tolerance_source`` says how the tolerance was set: the error budget of the
+    run (GD's O(lr) error, finite-eps terms, seed standard errors) times a stated factor, or why a
+    bound needs none. ``reading`` is filled by the fit stage with
     the conventions the experiment ran under (loss convention, preprocessing).
     """
 

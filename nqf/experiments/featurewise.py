@@ -25,6 +25,8 @@ times ``tolerances.safety_factor`` (nqf.experiments.common.ErrorBudget):
   error adds up, and which a wrong theory cannot cap the way it caps |z_GD / z - 1| < 1).
 * the numerical GLV against Theorem 6: the integrator's local error control on ln z
   (rtol |ln z| + atol); the flow is non-expansive in ln z (d delta / dt = -C z delta).
+* Assumption 1 (shared eigenbasis): holds by construction for diagonal data (checks
+  "construction", nqf.experiments.common.CHECKS): stated, not measured.
 """
 from __future__ import annotations
 
@@ -233,9 +235,16 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         "max_t,k |z_GLV - z_Thm6| / z_Thm6", 0.0, float(np.nanmax(theory_ds["glv_max_rel_error"].values)),
         relative=False, checks="ours", source="two evaluations of the theory agree (numerical GLV vs Theorem 6)",
         note="log-z Radau integrator; the flow is non-expansive in ln z, so local errors do not grow"))
+    # Assumption 1 holds by construction here: the data are diagonal matrices, stored as their
+    # diagonals (A_diag) and trained as a DiagonalForm, for which nqf.lotka_volterra.shared_eigenbasis
+    # returns a commutator residual of 0.0 without forming a commutator (and a dense commutator of
+    # diagonal matrices is exactly 0 in floating point too). The row states the condition Theorem 6
+    # rests on; it is labelled so that no count takes it for evidence.
     claims.append(Claim("shared-eigenbasis commutator residual (Assumption 1)", 0.0,
-                        float(structure["commutator_residual"]), 1e-10, relative=False, checks="theorem",
-                        source="Assumption 1 (shared eigenbasis), the condition of Theorem 6",
-                        tolerance_source="exact: diagonal matrices commute in floating point too; 1e-10 only guards rounding",
+                        float(structure["commutator_residual"]), 1e-10, relative=False, checks="construction",
+                        source="holds by construction (diagonal data matrices A_mu = Diag(lambda_mu) commute; "
+                               "the structure stage returns 0.0 for a DiagonalForm without computing it): "
+                               "Assumption 1 (shared eigenbasis), the condition of Theorem 6",
+                        tolerance_source="none needed: the residual is 0.0 by construction; 1e-10 only guards rounding",
                         note="diagonal data matrices commute exactly"))
     return xr.merge([ds, claims_dataset(claims)])

@@ -363,6 +363,9 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
                 "step": ("time", step_grid, {"long_name": "GD step"})},
         attrs={"experiment_kind": KIND, "eps": eps, "lr": float(cfg["lr"]), "flow_lr": dt, "loss_convention": cfg["loss"],
                "steps": per_steps, "beta": float(cfg["beta"]),
+               # 1: the steps were chosen from the windows (steps: auto), so each run reaches its
+               # window's end by construction (the fit labels that row "construction")
+               "steps_auto": int(cfg["steps"] == "auto"),
                "window_cutoff": float(cfg["window_cutoff"])},
     )
 

@@ -12,6 +12,8 @@ import pytest
 import xarray as xr
 import yaml
 
+from nqf.experiments.common import CHECKS
+
 from helpers import ROOT, read_test_config, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -74,8 +76,10 @@ def test_all_outputs_and_passing_claims(finished):
             "tolerance", "tolerance_source", "passed"} <= set(rows[0])
     assert len(rows) >= 10 and all(r["passed"] == "True" for r in rows), rows
     # every row says what it checks, under which reading, and where a paper claim comes from
-    assert {r["checks"] for r in rows} <= {"paper", "theorem", "ours"} and all(r["reading"] for r in rows)
+    assert {r["checks"] for r in rows} <= set(CHECKS) and all(r["reading"] for r in rows)
     assert all("Fig." in r["source"] for r in rows if r["checks"] == "paper")
+    assert all(r["source"].startswith("holds by construction (") for r in rows if r["checks"] == "construction")
+    assert any(r["checks"] == "construction" for r in rows)  # featurewise's Assumption 1 row
     page = (res / "reproduction.md").read_text()
     assert "## Fig. 6" in page and "## Fig. 7" in page and "teacher_student" in page
     assert "<table>" in (res / "reproduction.html").read_text()

@@ -133,8 +133,12 @@ READING_KEYS = ("loss",)
 
 
 def reading_keys(exp_cfg: dict) -> list[str]:
-    """The reading keys an experiment's config holds."""
-    keys = list(READING_KEYS) + list(hook(kind_of(exp_cfg), "READING_KEYS"))
+    """The reading keys an experiment's config holds (those of its kind that apply to it, where
+    the kind says which: ``reading_keys(cfg)``)."""
+    kind = kind_of(exp_cfg)
+    applies = hook(kind, "reading_keys")
+    own = applies(exp_cfg) if applies is not None else hook(kind, "READING_KEYS")
+    keys = list(READING_KEYS) + list(own)
     return [k for k in keys if k in exp_cfg]
 
 

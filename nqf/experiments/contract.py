@@ -45,15 +45,19 @@ OPTIONAL = {
     "run_config": "run_config(cfg, run) -> the config of one run (default: cfg)",
     "check": "check(cfg) -> [(key, problem)]: cross-key rules the schema cannot express, refused before any job",
     "READING_KEYS": "config keys (beyond loss) that define a reading of the paper (summary column `reading`)",
+    "reading_keys": "reading_keys(cfg) -> the READING_KEYS that apply to this experiment (e.g. only with an "
+                    "architecture they configure; default: all of READING_KEYS)",
+    "READING_CHOICES": "reading key -> the values that read what the paper leaves open defensibly; the "
+                       "reproduction page lists those no experiment tried",
     "SEED_BLOCKS": "True when seeds may be trained in blocks (seeds_per_job)",
     "RUN_ID_KEYS": "the config lists the run ids are made of (a value listed twice is refused)",
     "estimate": "estimate(cfg) -> {'bytes': .., 'steps': .., 'what': ..}: the largest run's memory and steps, "
                 "checked against the machine before any job (default: nqf.experiments.machine.generic_estimate)",
 }
-OPTIONAL_ARITY = {"structure": 2, "run_config": 2, "check": 1, "estimate": 1}
+OPTIONAL_ARITY = {"structure": 2, "run_config": 2, "check": 1, "estimate": 1, "reading_keys": 1}
 # what the generic code does where a kind leaves an optional member out (None: the generic stage)
 DEFAULTS = {"structure": None, "run_config": None, "check": lambda cfg: [], "READING_KEYS": (), "SEED_BLOCKS": False,
-            "RUN_ID_KEYS": (), "estimate": None}
+            "RUN_ID_KEYS": (), "estimate": None, "reading_keys": None, "READING_CHOICES": {}}
 
 
 class StageKeyError(KeyError):

@@ -97,7 +97,7 @@ def truncation_error(module64: UnitModule, x64, f0_64: Tensor, W: Tensor) -> Ten
 def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, optimizer: str,
                        n_singular: int, n_record: int = 100, record_steps=None, momentum: float = 0.9,
                        loss: str = "mean", record_M: bool = True, device: str = "auto",
-                       dtype: torch.dtype = torch.float64) -> xr.Dataset:
+                       dtype: torch.dtype = torch.float64, lr_scale=None) -> xr.Dataset:
     """Train the module and its NQF from the same W0 (R, p, d) on targets y (m, k).
 
     ``module`` is moved to ``device`` and ``dtype`` in place. Records at ``record_steps``
@@ -108,7 +108,8 @@ def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, o
     :func:`truncation_error`), ``M_eig_nqf`` (eigenvalues of M = W W^T) and, if ``record_M``, ``M_nqf``
     (row, col). The NQF is trained on y - f(0), so both losses are the same function of their
     outputs. ``loss`` is the convention both optimizers minimise (nqf.losses, n = m samples);
-    ``time`` = c lr step.
+    ``time`` = c lr step. ``lr_scale`` (gd, momentum): a learning-rate factor per replica, the
+    same for both models (:func:`nqf.train`); the Dataset then has ``lr`` per replica.
     """
     dev = resolve_device(device)
     module = module.to(device=dev, dtype=dtype)
@@ -120,7 +121,7 @@ def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, o
     nqf_model = QuadraticModel(module.structure(x), W0, device=dev, dtype=dtype)
     mod_model = ModuleReplicas(module, x, W0)
     kwargs = dict(lr=lr, steps=steps, optimizer=optimizer, loss=loss, momentum=momentum, n_record=n_record,
-                  record_steps=record_steps, replica_dim="replica")
+                  record_steps=record_steps, replica_dim="replica", lr_scale=lr_scale)
     # float64 twins for the truncation error (the training module itself stays in ``dtype``)
     if dtype == torch.float64:
         module64, x64, f0_64 = module, x, f0
@@ -149,6 +150,8 @@ def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, o
         "units": "1", "long_name": "singular values of the module's effective matrix E(W(t))"})
     ds["s_nqf"] = (("replica", "step", "k"), nqf_ds["s"].values, {
         "units": "1", "long_name": "singular values of the NQF's effective matrix E(W(t))"})
+    if "lr" in mod:
+        ds["lr"] = mod["lr"]
     ds["loss_module"] = mod["loss"].assign_attrs(long_name="module training loss (1/m) sum (f - y)^2")
     ds["loss_nqf"] = nqf_ds["loss"].assign_attrs(long_name="NQF training loss (1/m) sum (f - y)^2")
     ds["truncation"] = (("replica", "step"), mod["truncation"].values, {

@@ -121,7 +121,7 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
           record_steps: Sequence[int] | None = None, n_record: int = 400,
           record: Callable[[torch.nn.Module], dict[str, torch.Tensor]] | None = None,
           replica_dim: str = "seed", replica_coords: Sequence | None = None,
-          progress_seconds: float = 10.0, divergence_hint: str = "") -> xr.Dataset:
+          progress_seconds: float = 10.0, divergence_hint: str = "", lr_scale=None) -> xr.Dataset:
     """Train ``model`` (forward() -> (R, m) outputs) on targets ``y`` and record trajectories.
 
     Returns a Dataset with ``loss`` over (``replica_dim``, ``step``) and, for each entry of
@@ -132,6 +132,10 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     (1/n) sum over samples and outputs with n = y.shape[0] (the convention nqf.predict, nqf.mflow
     and SecondMoment use for the same y), and the ``step`` dimension carries the coordinate
     ``time`` = c * lr * step, the Eq. 26 flow time.
+    ``lr_scale`` (gd and momentum only): one factor per replica, so replica r steps with
+    ``lr * lr_scale[r]`` (its loss is scaled before differentiation: both updates are linear in
+    the gradient, so this is exactly a per-replica learning rate); ``time`` is then c lr step of
+    the unscaled lr, and the Dataset carries ``lr`` per replica.
     Raises :class:`TrainingDiverged` at the first non-finite loss (exactly on the CPU; within
     32 steps on other devices).
     """
@@ -154,6 +158,15 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     factor = loss_factor(loss, n_samples)
     grid = log_step_grid(steps, n_record) if record_steps is None else _record_grid(record_steps, steps)
     opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
+    scale = None
+    if lr_scale is not None:
+        if optimizer not in ("gd", "momentum"):
+            raise ValueError(f"lr_scale (a learning rate per replica) applies to gd and momentum, whose update is "
+                             f"linear in the gradient; got optimizer {optimizer!r}.")
+        factors = _checks.array("lr_scale", lr_scale, ndim=1, nonempty=True)
+        if np.any(factors <= 0):
+            raise ValueError(f"lr_scale must be > 0 for every replica; got {_checks.describe(factors)}.")
+        scale = torch.as_tensor(factors, dtype=dtype, device=device)
     if record is None:
         def record(mod):
             return {"M": mod.order_parameter()} if hasattr(mod, "order_parameter") else {}
@@ -191,10 +204,16 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
             break
         if direct:
             with torch.no_grad():
+                if scale is not None:
+                    grad = grad * scale.reshape(-1, *[1] * (grad.ndim - 1))
                 params[0].sub_(grad, alpha=lr * factor)
         else:
             if analytic:
+                if scale is not None:
+                    grad = grad * scale.reshape(-1, *[1] * (grad.ndim - 1))
                 params[0].grad = grad if factor == 1.0 else grad * factor
+            elif scale is not None:
+                ((value * scale).sum() * factor).backward()
             else:
                 (value.sum() * factor).backward()
             opt.step()
@@ -223,6 +242,9 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
         ds[key] = ((replica_dim, "step", *extra), arr)
     if "M" in ds:
         ds["M"].attrs.update(units="1", long_name="order parameter M = W W^T")
+    if scale is not None:
+        ds["lr"] = (replica_dim, lr * scale.cpu().numpy().astype(float), {
+            "units": "1", "long_name": "learning rate of each replica (lr x lr_scale)"})
     ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
                     weight_decay=weight_decay, loss_convention=loss, loss_factor=factor,
                     loss_convention_formula=describe(loss, n_samples))

@@ -23,7 +23,8 @@ from nqf import _lazy_names
 _SOURCES = {
     **dict.fromkeys(("ACTIVATIONS", "Activation", "activation"), "nqf.architectures.activations"),
     "MultiHeadAttention": "nqf.architectures.attention",
-    **dict.fromkeys(("UnitModule", "gaussian_teacher", "initial_weights", "unvec", "vec"), "nqf.architectures.base"),
+    **dict.fromkeys(("UnitModule", "gaussian_teacher", "initial_weights", "input_degree", "scale_inputs", "unvec", "vec"),
+                    "nqf.architectures.base"),
     "OneLayerCNN": "nqf.architectures.cnn",
     "FourierMLP": "nqf.architectures.fourier",
     "TwoLayerMLP": "nqf.architectures.mlp",

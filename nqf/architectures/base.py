@@ -315,3 +315,32 @@ def gaussian_teacher(module: UnitModule, gen: torch.Generator, *, std: float = 1
             W[start:start + n] /= math.sqrt(module.width if name == "v" else module.unit_input_dim)
             start += n
     return W
+
+
+def scale_inputs(x: Any, factor: float) -> Any:
+    """Inputs x (a tensor, or a tuple of them) times ``factor``."""
+    return tuple(t * factor for t in x) if isinstance(x, tuple) else x * factor
+
+
+def input_degree(module: UnitModule, x: Any = None) -> int:
+    """q such that A(c x) = c^q A(x): the degree of the structure matrix in the input scale.
+
+    Measured, not declared: the NQF's outputs at one random W for inputs x and 2x (the module's
+    own sample inputs by default) give log2 of their ratio, which must be an integer for an A that
+    is homogeneous in x (every architecture here: 1 for an MLP, a CNN and MHA's x_avg; 2 for a
+    MoE with linear experts, x G^T; 3 for a query-key head, x (Sigma_X c)^T). Used to keep a
+    learning problem the same at another input scale (nqf.experiments.nqf_approximation)."""
+    gen = torch.Generator().manual_seed(0)
+    if x is None:
+        x = module.sample_inputs(8, gen)
+    W = torch.randn(module.p, 2, generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        a = module.structure(x).outputs(W).norm()
+        b = module.structure(scale_inputs(x, 2.0)).outputs(W).norm()
+    if not float(a) > 0:
+        raise ValueError(f"{type(module).__name__}: A(x) = 0 on these inputs, so it has no degree in their scale.")
+    q = math.log2(float(b / a))
+    if abs(q - round(q)) > 1e-6:
+        raise ValueError(f"{type(module).__name__}: A(x) is not homogeneous in the input scale (A(2x) / A(x) = "
+                         f"2^{q:.4f}); no single input degree.")
+    return int(round(q))

@@ -76,3 +76,29 @@ def test_unknown_optimizer_is_refused():
     with pytest.raises(ValueError, match="optimizer must be one of"):
         nqf.train(nqf.QuadraticModel(form, torch.zeros(form.p, 2, dtype=torch.float64), device="cpu"),
                   y, lr=0.1, steps=3, optimizer="sgdd")
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+def test_lr_scale_is_a_learning_rate_per_replica(optimizer):
+    """lr_scale = (1, 0.3): replica 1 trained together with replica 0 equals replica 1 trained
+    alone at lr 0.3 lr (float64, 1e-12: the same arithmetic up to the order of a product), for
+    the analytic-gradient NQF and for an autograd module; Adam is refused (its step is not linear
+    in the gradient)."""
+    import nqf
+    from nqf.approximation import ModuleReplicas
+    from nqf.architectures import ARCHITECTURES
+
+    module = ARCHITECTURES["mlp"].build(D=5, width=4, n_outputs=2)
+    x = module.sample_inputs(20, torch.Generator().manual_seed(0))
+    y = torch.randn(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    W0 = 0.3 * torch.randn(2, module.p, module.width, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    for make in (lambda W: nqf.QuadraticModel(module.structure(x), W, device="cpu"),
+                 lambda W: ModuleReplicas(module, x, W)):
+        both = nqf.train(make(W0), y, lr=0.05, steps=15, optimizer=optimizer, n_record=4, lr_scale=[1.0, 0.3],
+                         record=lambda m: {"W": m.W.detach().clone()})
+        alone = nqf.train(make(W0[1:]), y, lr=0.015, steps=15, optimizer=optimizer, n_record=4,
+                          record=lambda m: {"W": m.W.detach().clone()})
+        assert np.allclose(both["W"].values[1], alone["W"].values[0], rtol=1e-12, atol=1e-14)
+        assert both["lr"].values.tolist() == pytest.approx([0.05, 0.015], rel=1e-15)
+    with pytest.raises(ValueError, match="lr_scale .* applies to gd and momentum"):
+        nqf.train(ModuleReplicas(module, x, W0), y, lr=0.05, steps=2, optimizer="adam", lr_scale=[1.0, 0.3])

@@ -35,13 +35,13 @@ def _spectrum(ax, run, s, colors, d: float, font_size: float) -> None:
     ax.set_yscale("log")
 
 
-def _legend(fig, axes, s) -> None:
+def _legend(fig, axes, n: int) -> None:
     from nqf import plotting
 
     handles, _ = axes.get_legend_handles_labels()
-    handles = handles[:s.size] + [plotting.plt.Line2D([], [], color="k", **plotting.THEORY)]
-    labels = [f"module, $k$ = {kk + 1}" for kk in range(s.size)] + ["NQF (every $k$)"]
-    fig.legend(handles, labels, loc="outside lower center", ncol=s.size + 1)
+    handles = handles[:n] + [plotting.plt.Line2D([], [], color="k", **plotting.THEORY)]
+    labels = [f"module, $k$ = {kk + 1}" for kk in range(n)] + ["NQF (every $k$)"]
+    fig.legend(handles, labels, loc="outside lower center", ncol=n + 1)
 
 
 def _main_page(fit_ds, run_ds, cfg, s, colors, font_size):
@@ -59,7 +59,7 @@ def _main_page(fit_ds, run_ds, cfg, s, colors, font_size):
                                       gridspec_kw={"width_ratios": [1, 1, 1.2]})
     for ax, sigma in zip(axes[:2], (scales[0], scales[-1])):
         run = run_ds[run_id(a, o)].sel(eps=sigma).isel(seed=0)
-        _spectrum(ax, run, s, colors, float(D.sel(arch=a, optimizer=o, eps=sigma)), font_size)
+        _spectrum(ax, run, s[a], colors, float(D.sel(arch=a, optimizer=o, eps=sigma)), font_size)
         ax.set_title(f"init $\\sigma$ = {sigma:g}")
         ax.set_xlabel("step")
     axes[0].set_ylabel(f"{title(a, FIGURE)}, {NAMES[o]}\n$\\hat s_k(t) / s_k$ (first seed)")
@@ -72,19 +72,32 @@ def _main_page(fit_ds, run_ds, cfg, s, colors, font_size):
                 label=f"D at $\\sigma$ = {sigma:g}")
     tolerance = fit_ds["small_init_tolerance"].sel(arch=archs, optimizer=opts).values.ravel()
     ax.plot(tolerance, y, linestyle="none", marker="|", markersize=9, color="C3",
-            label=f"error budget of D at $\\sigma$ = {scales[0]:g}")
+            label=f"Theorem 1's budget of D at $\\sigma$ = {scales[0]:g}")
+    if "threshold" in fit_ds.attrs:
+        ax.axvline(float(fit_ds.attrs["threshold"]), color="0.4", linestyle=":", linewidth=1.0,
+                   label="'tracks' threshold")
     ax.set_xscale("log")
     ax.set_yticks(y, [f"{a_}, {NAMES[o_]}" for a_, o_ in pairs], fontsize=font_size - 1)
     ax.set_ylim(len(pairs) - 0.5, -0.5)
     ax.set_xlabel(r"D = max$_{t,k}$ |$\Delta s_k$| / $s_k$")
     ax.set_title("every architecture, optimizer")
     handles, labels = axes[0].get_legend_handles_labels()
-    handles = handles[:s.size] + [plotting.plt.Line2D([], [], color="k", **plotting.THEORY)]
-    labels = [f"module, $k$ = {kk + 1}" for kk in range(s.size)] + ["NQF (every $k$)"]
+    n = len(colors)
+    handles = handles[:n] + [plotting.plt.Line2D([], [], color="k", **plotting.THEORY)]
+    labels = [f"module, $k$ = {kk + 1}" for kk in range(n)] + ["NQF (every $k$)"]
     more = ax.get_legend_handles_labels()
     fig.legend(handles + more[0], labels + more[1], loc="outside lower center", ncol=4)
-    fig.suptitle(f"{cfg['description']}: module solid, NQF dashed", fontsize=font_size + 1)
+    fig.suptitle(f"{cfg['description']}: module solid, NQF dashed\n{_reading(cfg)}", fontsize=font_size + 1)
     return fig
+
+
+def _reading(cfg) -> str:
+    """The input-scale reading in words, for the titles."""
+    inputs = ("standard Gaussian inputs" if cfg["input_norm"] == "standard" else
+              f"Gaussian inputs of RMS norm {float(cfg['input_norm']):g} per unit")
+    teacher = ("teacher's singular values as stated" if cfg["teacher_scale"] == "as_stated" else
+               "teacher matched to the unit-norm problem")
+    return f"{inputs}, {teacher}"
 
 
 def _grid_page(fit_ds, run_ds, cfg, sigma, s, colors, font_size):
@@ -98,14 +111,14 @@ def _grid_page(fit_ds, run_ds, cfg, sigma, s, colors, font_size):
         for i, a in enumerate(archs):
             ax = axes[j, i]
             run = run_ds[run_id(a, o)].sel(eps=sigma).isel(seed=0)
-            _spectrum(ax, run, s, colors, float(fit_ds["D_max"].sel(arch=a, optimizer=o, eps=sigma)), font_size)
+            _spectrum(ax, run, s[a], colors, float(fit_ds["D_max"].sel(arch=a, optimizer=o, eps=sigma)), font_size)
             if j == 0:
                 ax.set_title(title(a, FIGURE))
             if j == len(opts) - 1:
                 ax.set_xlabel("step")
             if i == 0:
                 ax.set_ylabel(f"{NAMES[o]}\n$\\hat s_k(t) / s_k$")
-    _legend(fig, axes[0, 0], s)
+    _legend(fig, axes[0, 0], len(colors))
     fig.suptitle(f"{cfg['description']}, init $\\sigma$ = {sigma:g}: every architecture and optimizer "
                  "(first seed; D = max over t, k, seeds)", fontsize=font_size + 1)
     return fig
@@ -117,8 +130,11 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     every architecture and optimizer (the PDF's following pages); see the module docstring."""
     from nqf import plotting
 
-    s = np.asarray(cfg["singular_values"], float)
-    colors = plotting.mode_colors(s.size)
+    # the teacher's singular values per architecture, in the units of its inputs (the stated ones
+    # unless teacher_scale is matched)
+    n = len(cfg["singular_values"])
+    s = {a: np.asarray(theory_ds["s_target"].sel(arch=a).values[:n], float) for a in cfg["architectures"]}
+    colors = plotting.mode_colors(n)
     with plotting.style(font_size, dpi):
         main = _main_page(fit_ds, run_ds, cfg, s, colors, font_size)
         grids = [_grid_page(fit_ds, run_ds, cfg, sigma, s, colors, font_size) for sigma in map(float, cfg["eps"])]

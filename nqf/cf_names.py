@@ -52,7 +52,7 @@ DEFAULTS: dict[str, tuple[str, str | None]] = {
     "regime": ("solved regime the prediction uses", None),
     "C_diag": ("diagonal of the interaction matrix C_kk", "1"),
     "claim_quantity": ("what the claim measures", None),
-    "claim_checks": ("what the claim checks (paper, theorem or ours)", None),
+    "claim_checks": ("what the claim checks (paper, theorem or ours; construction: holds by construction, not counted)", None),
     "claim_reading": ("reading (convention) the claim ran under", None),
     "claim_source": ("source of the claim (figure and sentence)", None),
     "claim_tolerance_source": ("error budget the tolerance comes from", None),

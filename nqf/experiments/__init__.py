@@ -153,6 +153,31 @@ def reading_of(exp_cfg: dict) -> str:
     return "; ".join(parts)
 
 
+def reading_text(value) -> str:
+    """A reading's value as the pages write it ('standard', '1', 'half_sum')."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def reading_choices(exp_cfg: dict) -> dict:
+    """What an experiment tried of the choices its kind says the paper leaves open
+    (``READING_CHOICES``): ``open`` {key: the defensible values}, ``tried`` {key: the value its
+    side-by-side runs use} and ``screened`` {key: the values a cheap screen covered} (the kind's
+    ``screened_readings(cfg)``, where it has one), every value as text."""
+    kind = kind_of(exp_cfg)
+    choices = hook(kind, "READING_CHOICES")
+    applies = set(reading_keys(exp_cfg))
+    keys = [k for k in choices if k in applies]
+    screened: dict[str, list[str]] = {k: [] for k in keys}
+    screen = getattr(kind, "screened_readings", None)
+    for reading in (screen(exp_cfg) if screen is not None else []):
+        for k in keys:
+            if k in reading and reading_text(reading[k]) not in screened[k]:
+                screened[k].append(reading_text(reading[k]))
+    return {"open": {k: [reading_text(v) for v in choices[k]] for k in keys},
+            "tried": {k: reading_text(exp_cfg[k]) for k in keys},
+            "screened": {k: v for k, v in screened.items() if v}}
+
+
 def run_config(exp_cfg: dict, run: str) -> dict:
     """The config one training run reads: a kind may narrow it to that run (``run_config``), so
     adding a seed or an eps value leaves the existing runs' params, and files, untouched. A seed

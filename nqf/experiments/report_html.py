@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 
-from nqf.experiments.reproduction import PAGE_STYLE, Experiment, _num, figure_sections
+from nqf.experiments.reproduction import COUNTED, PAGE_STYLE, Experiment, _num, config_sentence, counted, figure_sections
 
 # The columns of a claims table: (heading, row key); the experiment is the page's title.
 CLAIM_COLUMNS = (("quantity", "quantity"), ("checks", "checks"), ("reading", "reading"),
@@ -63,7 +63,8 @@ def claims_page(exp_id: str, rows: list[dict], *, description: str = "") -> str:
              "checked in absolute terms; "
              "tolerance 'bound': the row checks that measured is at most or at least predicted; "
              "checks: paper = a claim of the paper, theorem = a theorem checked against training, "
-             "ours = this project's own claim.</p>")
+             "ours = this project's own claim, construction = holds by construction (listed, not "
+             "counted as a check).</p>")
     table = (f"<table><tr>{head}</tr>" + "".join(body) + "</table>") if rows else "<p>No checked rows.</p>"
     style = PAGE_STYLE + "tr.miss td{background:#fde2e2}"
     return _ascii(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
@@ -74,13 +75,19 @@ def _frac(rows) -> str:
     return f"{sum(_passed(r) for r in rows)}/{len(rows)}"
 
 
-def verdicts_fragment(experiments: list[Experiment]) -> str:
-    """The front page's verdicts, an HTML fragment (no page around it): the totals, then one row
-    per paper figure with the verdict under each experiment (reading) that ran it, then this
-    project's own experiments."""
-    rows = [r for e in experiments for r in e.rows]
-    totals = ", ".join(f"{c} {_frac([r for r in rows if r['checks'] == c])}" for c in ("paper", "theorem", "ours"))
-    out = [f"<p><b>{len(rows)} checked rows, {sum(_passed(r) for r in rows)} pass</b> ({totals}).</p>",
+def verdicts_fragment(experiments: list[Experiment], config: dict | None = None) -> str:
+    """The front page's verdicts, an HTML fragment (no page around it): the config the run used
+    (nqf.experiments.reproduction.config_sentence), the totals, then one row per paper figure with
+    the verdict under each experiment (reading) that ran it, then this project's own experiments."""
+    import re
+
+    rows = counted([r for e in experiments for r in e.rows])
+    totals = ", ".join(f"{c} {_frac([r for r in rows if r['checks'] == c])}" for c in COUNTED)
+    out = []
+    if config:
+        text = re.sub(r"`(.+?)`", r"<code>\1</code>", _esc(config_sentence(config)))
+        out.append("<p>" + re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text) + "</p>")
+    out += [f"<p><b>{len(rows)} checked rows, {sum(_passed(r) for r in rows)} pass</b> ({totals}).</p>",
            "<table><tr><th>paper</th><th>what</th><th>verdict of the paper's rows, per experiment</th></tr>"]
     for sec in figure_sections(experiments):
         verdicts = []

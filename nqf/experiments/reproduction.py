@@ -9,9 +9,12 @@ holds under one reading and not another says so, with both measurements.
 """
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import xarray as xr
 
@@ -47,6 +50,8 @@ class Experiment:
     description: str
     reading: str
     rows: list = field(default_factory=list)
+    # what it tried of the open choices (nqf.experiments.reading_choices): open, tried, screened
+    choices: dict = field(default_factory=dict)
 
     @property
     def figure(self) -> str | None:
@@ -62,8 +67,84 @@ def collect(fits: dict[str, xr.Dataset], configs: dict[str, dict]) -> list[Exper
         cfg = configs.get(exp_id, {})
         kind = str(cfg.get("kind", fits[exp_id].attrs.get("experiment_kind", "")))
         out.append(Experiment(exp_id, kind, str(cfg.get("description", "")), str(cfg.get("reading", "")),
-                              summary_rows(exp_id, fits[exp_id])))
+                              summary_rows(exp_id, fits[exp_id]), dict(cfg.get("choices", {}))))
     return out
+
+
+# What a row of each checks value counts as: a claim of the paper, a theorem, this project's own;
+# a row that holds by construction is listed but never counted as a check.
+COUNTED = ("paper", "theorem", "ours")
+
+
+def counted(rows) -> list:
+    """The rows that count as checks (not those that hold by construction)."""
+    return [r for r in rows if r["checks"] != "construction"]
+
+
+def coverage(experiments: list[Experiment]) -> list[dict]:
+    """Per open choice of these experiments (one paper figure's): the values tried side by side
+    (with the experiments that ran them), those only screened, and those no experiment tried."""
+    keys: list[str] = []
+    for exp in experiments:
+        keys += [k for k in exp.choices.get("open", {}) if k not in keys]
+    out = []
+    for key in keys:
+        values: list[str] = []
+        tried: dict[str, list[str]] = {}
+        screened: dict[str, list[str]] = {}
+        for exp in experiments:
+            values += [v for v in exp.choices.get("open", {}).get(key, []) if v not in values]
+            if key in exp.choices.get("tried", {}):
+                tried.setdefault(exp.choices["tried"][key], []).append(exp.exp_id)
+            for v in exp.choices.get("screened", {}).get(key, []):
+                screened.setdefault(v, []).append(exp.exp_id)
+        screened = {v: e for v, e in screened.items() if v not in tried}
+        untried = [v for v in values if v not in tried and v not in screened]
+        out.append({"key": key, "tried": tried, "screened": screened, "untried": untried})
+    return out
+
+
+def config_identity(configfiles, overrides, validated: dict, root: str | Path) -> dict:
+    """Which config a run used: its files (or the default), its --config overrides, a hash of
+    its validated experiments (sha256 of their canonical JSON), and whether they are those of
+    config/config.yaml (the default size) or config/paper.yaml (the paper's sizes)."""
+    from nqf.config import validate_config
+    from nqf.config_files import load_workflow_config
+
+    root = Path(root)
+
+    def digest(cfg: dict) -> str:
+        return hashlib.sha256(json.dumps(cfg.get("experiments", {}), sort_keys=True, default=str).encode()).hexdigest()
+
+    mine = digest(validated)
+    matches = None
+    for name in ("config.yaml", "paper.yaml"):
+        path = root / "config" / name
+        try:
+            if path.is_file() and digest(validate_config(load_workflow_config([path], {}, path))) == mine:
+                matches = f"config/{name}"
+                break
+        except Exception:  # a broken reference file says nothing about this run's config
+            continue
+    files = [str(f) for f in configfiles] or ["config/config.yaml (the default)"]
+    return {"files": files, "overrides": {str(k): str(v) for k, v in dict(overrides or {}).items()},
+            "sha256": mine, "matches": matches}
+
+
+def config_sentence(identity: dict) -> str:
+    """One paragraph: the config, its hash, and what its verdicts can be taken for."""
+    files = ", ".join(f"`{f}`" for f in identity["files"])
+    over = ("; overrides " + ", ".join(f"`{k}={v}`" for k, v in identity["overrides"].items())
+            if identity.get("overrides") else "")
+    head = f"Config: {files}{over} (sha256 of its validated experiments `{identity['sha256'][:16]}`). "
+    if identity.get("matches") == "config/paper.yaml":
+        return head + "These are the paper's settings (config/paper.yaml), where the paper states them."
+    if identity.get("matches") == "config/config.yaml":
+        return head + ("This is the default run (config/config.yaml): the whole reproduction at a size a 2-core "
+                       "laptop finishes in minutes; where it is smaller than the paper's, the rows say so, and "
+                       "config/paper.yaml runs the paper's sizes.")
+    return head + ("**Not a reproduction at the paper's settings**: this config is neither config/config.yaml nor "
+                   "config/paper.yaml, so its verdicts hold for its own sizes only.")
 
 
 def _num(v: float) -> str:
@@ -99,14 +180,24 @@ def figure_sections(experiments: list[Experiment]) -> list[dict]:
         for exp in exps:
             paper = [r for r in exp.rows if r["checks"] == "paper"]
             theorem = [r for r in exp.rows if r["checks"] == "theorem"]
-            ours = [r for r in exp.rows if r["checks"] not in ("paper", "theorem")]
+            ours = [r for r in exp.rows if r["checks"] == "ours"]
             readings.append({"experiment": exp, "paper": paper, "theorem": theorem, "ours": ours,
+                             "construction": [r for r in exp.rows if r["checks"] == "construction"],
                              "verdict": _verdict(paper) if paper else "no paper rows"})
         holds = [r["experiment"].exp_id for r in readings if r["paper"] and r["verdict"] == "holds"]
         sources = sorted({r["source"] for rd in readings for r in rd["paper"] if r["source"]})
         sections.append({"figure": fig, "title": title, "readings": readings, "holds_under": holds,
-                         "sources": sources})
+                         "sources": sources, "coverage": coverage(exps)})
     return sections
+
+
+def _is_screen(row) -> bool:
+    return str(row["source"]).startswith("screen")
+
+
+def _subject_of_screen(row) -> str:
+    """'readout_norm standard, heads sum, f0 remove, query all' of a screen row's quantity."""
+    return str(row["quantity"]).removeprefix("screen ").split(":", 1)[0]
 
 
 def _subject(quantity: str) -> str:
@@ -121,22 +212,30 @@ def _miss_text(r) -> str:
     return f"{r['quantity']}: measured {_num(r['measured'])} vs {_num(r['predicted'])} ({crit})"
 
 
-def markdown(experiments: list[Experiment], *, header: str = "", notes_per_reading: int = 3) -> str:
+def markdown(experiments: list[Experiment], *, header: str = "", notes_per_reading: int = 3,
+             config: dict | None = None) -> str:
     """The reproduction page as Markdown: per paper figure, the paper's sentences, a table of the
     readings with their verdicts and misses, the verdict across readings, and the numbers (the
     notes of the paper rows: every missed row's, and a few others); then this project's
     experiments in one table."""
-    rows = [r for e in experiments for r in e.rows]
-    count = {c: [r for r in rows if r["checks"] == c] for c in ("paper", "theorem", "ours")}
+    every = [r for e in experiments for r in e.rows]
+    rows = counted(every)
+    count = {c: [r for r in rows if r["checks"] == c] for c in COUNTED}
     lines = ["# Reproduction of *Neural Quadratic Forms* (arXiv 2608.13335)", ""]
     if header:
         lines += [header, ""]
+    if config:
+        lines += [config_sentence(config), ""]
+    built = len(every) - len(rows)
     lines += [f"{len(rows)} checked rows, {sum(r['passed'] for r in rows)} pass: "
               + ", ".join(f"{c} {sum(r['passed'] for r in rs)}/{len(rs)}" for c, rs in count.items())
               + " (paper = a claim of the paper, theorem = a theorem checked against training, ours = this "
-                "project's own claim). A reading is one choice of what the paper leaves unstated (loss "
-                "convention, preprocessing); each ran as its own experiment. Every row, with its tolerance "
-                "and the tolerance's source, is in `summary.csv`.", ""]
+                "project's own claim)"
+              + (f"; {built} more rows hold by construction and are not counted" if built else "")
+              + ". A reading is one choice of what the paper leaves unstated (input scale, readout, loss "
+                "convention, preprocessing); each ran as its own experiment, and a screen covers more "
+                "readings cheaply where a kind has one. Every row, with its tolerance and the tolerance's "
+                "source, is in `summary.csv`.", ""]
     for sec in figure_sections(experiments):
         lines += [f"## {sec['figure']}: {sec['title']}", ""]
         lines += [f"> {src}" for src in sec["sources"]]
@@ -161,14 +260,38 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
             f" (`{rd['experiment'].exp_id}` checks {len(rd['paper'])} of the {len(checked)} paper rows "
             f"checked under some reading)" for rd in sec["readings"]
             if rd["experiment"].exp_id in full and {r["quantity"] for r in rd["paper"]} < checked)
+        untried = [(c["key"], v) for c in sec["coverage"] for v in c["untried"]]
+        not_tried = ("; open choices not tried: " + ", ".join(f"{k} {v}" for k, v in untried)) if untried else ""
         if full:
             lines.append(f"**Verdict: every paper row holds under {held}**{narrower}"
-                         + (f"; under {missed} some miss (table)." if partial else "."))
+                         + (f"; under {missed} some miss (table)" if partial else "") + f"{not_tried}.")
         elif partial:
             counts = "; ".join("`" + rd["experiment"].exp_id + "`: " + f"{sum(r['passed'] for r in rd['paper'])} of "
                                f"{len(rd['paper'])} hold" for rd in partial)
-            lines.append(f"**Verdict: no reading run here makes every paper row hold**; {counts}.")
+            if untried:
+                lines.append(f"**Verdict: no reading run here makes every paper row hold**; {counts}{not_tried}.")
+            else:
+                lines.append(f"**Verdict: under none of the readings of the open choices does every paper row "
+                             f"hold** (every listed value was tried or screened); {counts}.")
         lines.append("")
+        if sec["coverage"]:
+            lines.append("Open choices (what the paper does not state; each value run side by side, only screened, "
+                         "or not tried):")
+            for c in sec["coverage"]:
+                parts = [f"{v} ({', '.join(f'`{e}`' for e in exps)})" for v, exps in c["tried"].items()]
+                if c["screened"]:
+                    parts.append("screened only: " + ", ".join(f"{v} (`{', '.join(e)}`)" for v, e in c["screened"].items()))
+                if c["untried"]:
+                    parts.append("not tried: " + ", ".join(c["untried"]))
+                lines.append(f"* `{c['key']}`: " + "; ".join(parts))
+            lines.append("")
+        screens = [(rd["experiment"].exp_id, r) for rd in sec["readings"] for r in rd["ours"] if _is_screen(r)]
+        if screens:
+            passed = [f"{_subject_of_screen(r)} (`{e}`)" for e, r in screens if r["passed"]]
+            lines.append(f"Screened readings (this project's screen, not the paper's comparison: the NQF trained "
+                         f"alone, the module at its weights): {len(passed)} of {len(screens)} agree until the NQF "
+                         f"has learned" + (": " + "; ".join(passed) if passed else "") + ".")
+            lines.append("")
         for rd in sec["readings"]:
             notes, seen = [], set()
             for r in [r for r in rd["paper"] if not r["passed"]] + [r for r in rd["paper"] if r["passed"]]:
@@ -183,7 +306,7 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
                 lines.append(f"Numbers, `{rd['experiment'].exp_id}`:")
                 lines += [f"* {n}" for n in shown]
                 lines.append("")
-        other = [r for rd in sec["readings"] for r in rd["theorem"] + rd["ours"] if not r["passed"]]
+        other = [r for rd in sec["readings"] for r in rd["theorem"] + rd["ours"] if not r["passed"] and not _is_screen(r)]
         if other:
             lines.append("Theorem and own rows that miss: " + "; ".join(
                 f"{_miss_text(r)} ({_first_sentence(r['note'], 200)})" for r in other) + ".")
@@ -194,7 +317,7 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
                   "| experiment | kind | reading | theorem rows | own rows | misses |", "|---|---|---|---|---|---|"]
         for e in own:
             th = [r for r in e.rows if r["checks"] == "theorem"]
-            ours = [r for r in e.rows if r["checks"] != "theorem"]
+            ours = [r for r in e.rows if r["checks"] == "ours"]
             bad = [_miss_text(r) for r in e.rows if not r["passed"]]
             lines.append(f"| `{e.exp_id}` | {e.kind} | {e.reading or '-'} | {sum(r['passed'] for r in th)}/{len(th)} | "
                          f"{sum(r['passed'] for r in ours)}/{len(ours)} | {'; '.join(bad) or '-'} |")

@@ -117,3 +117,71 @@ def test_front_page_verdicts_name_each_figure_and_reading():
         ["Theorem 11", "sample-wise power law (no figure in the paper)", "spl: no paper rows; theorem rows 1/1"],
         ["this project", "competition", "competition: misses 1 of 2 rows"]]
     assert "5 checked rows, 3 pass</b> (paper 1/2, theorem 2/2, ours 0/1)" in text and text.isascii()
+
+
+# -- verdicts as far as the evidence goes ----------------------------------------------------------
+
+def _choices(tried, screened=None, open_=None):
+    open_ = open_ or {"preprocessing": ["standardise", "raw"], "f0": ["keep", "remove"]}
+    return {"open": open_, "tried": tried, "screened": screened or {}}
+
+
+def test_verdict_lists_open_choices_tried_screened_and_not_tried():
+    """A figure whose readings all miss, with a value never tried, is not 'under none': the page
+    names what was not tried; once every value is tried (or screened) it says 'under none'."""
+    a = Experiment("real_data", "real_data", "", "standardise", [row("mlp: agree", False, "parts early")],
+                   _choices({"preprocessing": "standardise", "f0": "keep"}))
+    page = markdown([a])
+    assert "**Verdict: no reading run here makes every paper row hold**" in page
+    assert "open choices not tried: preprocessing raw, f0 remove" in page
+    assert "* `preprocessing`: standardise (`real_data`); not tried: raw" in page
+    b = Experiment("real_data_raw", "real_data", "", "raw", [row("mlp: agree", False, "parts early")],
+                   _choices({"preprocessing": "raw", "f0": "keep"}, screened={"f0": ["keep", "remove"]}))
+    page = markdown([a, b])
+    assert "**Verdict: under none of the readings of the open choices does every paper row hold**" in page
+    assert "* `f0`: keep (`real_data`, `real_data_raw`); screened only: remove (`real_data_raw`)" in page
+    assert "not tried:" not in page
+
+
+def test_a_holding_reading_still_names_untried_values():
+    a = Experiment("real_data", "real_data", "", "raw", [row("mlp: agree", True, "agrees")],
+                   _choices({"preprocessing": "raw", "f0": "keep"}))
+    page = markdown([a])
+    assert "**Verdict: every paper row holds under `real_data`**; open choices not tried: preprocessing standardise, " \
+           "f0 remove." in page
+
+
+def test_rows_that_hold_by_construction_are_listed_but_not_counted():
+    exp = Experiment("featurewise", "featurewise", "", "", [
+        row("z matches", True, "ok"), row("Assumption 1", True, "diagonal", checks="construction"),
+        row("own", False, "miss", checks="ours")])
+    page = markdown([exp])
+    assert "2 checked rows, 1 pass: paper 1/1, theorem 0/0, ours 0/1" in page
+    assert "1 more rows hold by construction and are not counted" in page
+
+
+def test_the_page_names_its_config_and_says_when_it_is_not_the_papers(tmp_path):
+    """config_identity compares the validated experiments' hash with config/config.yaml's and
+    config/paper.yaml's: the default and the paper's settings are named; any other config (the
+    test config) is announced as not a reproduction at the paper's settings."""
+    from pathlib import Path
+
+    from nqf.config import validate_config
+    from nqf.config_files import load_workflow_config
+    from nqf.experiments.reproduction import config_identity, config_sentence
+
+    root = Path(__file__).resolve().parents[2]
+    for files, expected in (([], "This is the default run"), ([root / "config" / "paper.yaml"], "the paper's settings"),
+                            ([root / "config" / "test.yaml"], "**Not a reproduction at the paper's settings**")):
+        validated = validate_config(load_workflow_config(files, {}, root / "config" / "config.yaml"))
+        identity = config_identity(files, {}, validated, root)
+        text = config_sentence(identity)
+        assert expected in text and identity["sha256"][:16] in text
+        page = markdown([], config=identity)
+        assert text in page
+    # an override of one experiment's value makes the default config another config
+    override = {"experiments": {"featurewise": {"eps": "0.002"}}}  # as snakemake parses --config
+    validated = validate_config(load_workflow_config([], override, root / "config" / "config.yaml"))
+    identity = config_identity([], override, validated, root)
+    assert identity["matches"] is None and "Not a reproduction" in config_sentence(identity)
+    assert "experiments=" in config_sentence(identity)

@@ -14,6 +14,7 @@ from snakemake.exceptions import WorkflowError
 
 from nqf import experiments as nqf_experiments
 from nqf import provenance as nqf_provenance
+from nqf.experiments import reproduction as nqf_reproduction
 from nqf.config import ConfigError, load_workflow_config, validate_config
 from nqf.experiments.machine import cluster_executor
 
@@ -43,6 +44,11 @@ except ConfigError as _exc:
 config.clear()
 config.update(_validated)
 EXPERIMENTS = config["experiments"]
+# which config this run is (its files, overrides and hash; whether it is the default or the
+# paper's): the reproduction page says so
+CONFIG_IDENTITY = nqf_reproduction.config_identity(
+    workflow.config_settings.configfiles, workflow.config_settings.config, _validated, workflow.basedir
+)
 
 
 # {exp} matches only the configured experiment ids, so other figures (structure_matrices) and

@@ -64,12 +64,14 @@ rule structure_figure:
 
 
 def reproduction_params(wildcards=None):
-    """Per experiment: its kind, description and reading (they label the reproduction page)."""
+    """Per experiment: its kind, description, reading and what it tried of the open choices
+    (they label the reproduction page)."""
     return {
         exp: {
             "kind": cfg["kind"],
             "description": cfg.get("description", ""),
             "reading": nqf_experiments.reading_of(cfg),
+            "choices": nqf_experiments.reading_choices(cfg),
         }
         for exp, cfg in sorted(EXPERIMENTS.items())
     }
@@ -96,5 +98,6 @@ rule reproduction:
         "results/benchmarks/reproduction.tsv"
     params:
         experiments=reproduction_params(),
+        config=CONFIG_IDENTITY,
     script:
         "../scripts/reproduction.py"

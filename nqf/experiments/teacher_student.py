@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from nqf.architectures import UnitModule
 
 KIND = "teacher_student"
+# The paper states lr 0.05 / 0.02 but not whether its MSE carries a 1/2 (module docstring).
+READING_CHOICES = {"loss": ("mean", "half_mean")}
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
 FIGURE = "Fig. 6"  # the architectures' titles are this figure's (nqf.architectures.title)
 _DATA = ("architectures", "sizes", "teacher_std", "teacher_fan_in", "n_probe", "data_seed")

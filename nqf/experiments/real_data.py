@@ -298,7 +298,7 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
 
     archs = list(cfg["architectures"])
     y_test = data["y_test"].values
-    out = {k: [] for k in ("floor", "test_loss", "test_acc", "f0_rms", "rank_ok")}
+    out = {k: [] for k in ("floor", "test_loss", "test_acc", "f0_rms", "rank_ok", "n_features")}
     modes = []
     own = {k: cfg[k] for k in ("heads", "f0", "query")}
     for arch in archs:
@@ -324,6 +324,7 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
         out["test_acc"].append(float(accuracy(f_test, y_test)))
         out["f0_rms"].append(float(np.sqrt(np.mean(f0 ** 2))))
         out["rank_ok"].append(bool(min(n1, n2) <= module.width * form.q))
+        out["n_features"].append(n1 * n2)
     n_modes = max(len(r) for r, _, _ in modes)
     r = np.full((len(archs), n_modes), np.nan)
     C = np.full((len(archs), n_modes, n_modes), np.nan)
@@ -336,6 +337,9 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
          "ls_test_accuracy": ("arch", out["test_acc"], {"units": "1", "long_name": "test accuracy of the least-squares NQF"}),
          "f0_rms": ("arch", out["f0_rms"], {"units": "1", "long_name": "RMS over training images of the output at W = 0"}),
          "floor_is_reachable": ("arch", out["rank_ok"], {"long_name": "the width can represent any E (the floor is reachable, not only a bound)"}),
+         "n_features": ("arch", np.asarray(out["n_features"], np.int64), {
+             "units": "1", "long_name": "features of the NQF (entries of its effective matrix E): with no more "
+                                        "training images than this its least-squares floor is 0"}),
          "s_ls": (("arch", "mode"), s_ls, {"units": "1", "long_name": "singular values of the least-squares effective matrix E*"}),
          "r": (("arch", "mode"), r, {"units": "1", "long_name": "growth rate r_a = (8/m) sum lambda_mu,a (y_mu - f0_mu) of least-squares mode a"}),
          "C": (("arch", "mode", "mode_j"), C, {"units": "1", "long_name": "interaction C_ab = (8/m) sum lambda_mu,a lambda_mu,b"})},
@@ -505,7 +509,8 @@ def screen_run(data: xr.Dataset, rc: dict, device: str = "auto") -> xr.Dataset:
 
 def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
     """What the NQF can reach at best: its least-squares floor and that predictor's test scores."""
-    keep = ["loss_floor", "ls_test_loss", "ls_test_accuracy", "f0_rms", "floor_is_reachable", "s_ls", "r", "C"]
+    keep = ["loss_floor", "ls_test_loss", "ls_test_accuracy", "f0_rms", "floor_is_reachable", "n_features", "s_ls",
+            "r", "C"]
     ds = structure_ds[keep].sel(arch=list(cfg["architectures"]))
     ds.attrs = {"experiment_kind": KIND,
                 "method": "least squares over the NQF's effective matrix (Adam has no closure on M)"}

@@ -183,8 +183,12 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
                            ("min_nqf_loss", float(run["loss_nqf"].values.min()))):
             per[key][i] = value
         end = int(steps[-1])
-        note = (f"{seeds.size} seeds, {end} {run.attrs['optimizer']} steps, {run.attrs.get('n_train', '?')} train "
-                f"images; " + j.describe(ls_acc, end) + f"; NQF loss floor {floor:.4g} (least squares); final train "
+        n_train = int(run.attrs.get("n_train", 0))
+        features = int(theory_ds["n_features"].sel(arch=a)) if "n_features" in theory_ds else 0
+        regime = (f" (not the paper's regime: no more images than the NQF's {features} features, so it "
+                  f"interpolates)" if features and n_train and n_train <= features else "")
+        note = (f"{seeds.size} seeds, {end} {run.attrs['optimizer']} steps, {n_train or '?'} train images"
+                f"{regime}; " + j.describe(ls_acc, end) + f"; NQF loss floor {floor:.4g} (least squares); final train "
                 f"loss module {vals['loss_module'][i].mean():.4g}, NQF {vals['loss_nqf'][i].mean():.4g}; final test "
                 f"accuracy module {vals['test_accuracy_module'][i].mean():.3f}, NQF "
                 f"{vals['test_accuracy_nqf'][i].mean():.3f}")

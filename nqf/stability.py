@@ -101,7 +101,7 @@ def sample_block_curvature(lam, y, z0) -> np.ndarray:
     return 8.0 / m * np.exp(top) * np.exp(e - top[:, None]).sum(axis=1)
 
 
-def top_curvature(loss_fn, W, *, iters: int = 40, seed: int = 0):
+def top_curvature(loss_fn, W, *, iters: int = 40):
     """Per replica, the largest eigenvalue of the Hessian of ``loss_fn`` with respect to W at W.
 
     ``loss_fn(W)`` returns one loss per replica, shape (R,), each depending on its own W[r] (R,
@@ -111,22 +111,23 @@ def top_curvature(loss_fn, W, *, iters: int = 40, seed: int = 0):
     (a saddle's escape direction, harmless to gradient descent), it is run again on H + |lambda| I,
     whose top eigenvalue less |lambda| is H's largest. Returns a numpy array (R,); a block with
     no positive curvature gives 0. The relative accuracy after ``iters`` iterations is set by the
-    gap between the two largest eigenvalues; the value is a lower bound on the true one.
+    gap between the two largest eigenvalues; the value is a lower bound on the true one. Each
+    replica's iteration starts from its own weights W[r] (plus a fixed pattern where W[r] = 0),
+    so its value does not depend on the other replicas in the batch.
     """
     import torch
 
     W = W.detach().requires_grad_(True)
     (g,) = torch.autograd.grad(loss_fn(W).sum(), W, create_graph=True)
     axes = tuple(range(1, W.ndim))
-    gen = torch.Generator(device=W.device).manual_seed(seed)
+    start = W.detach() + 1e-3 * torch.cos(torch.arange(W[0].numel(), dtype=W.dtype, device=W.device)).reshape(W.shape[1:])
 
     def hvp(v):
         (hv,) = torch.autograd.grad(g, W, grad_outputs=v, retain_graph=True)
         return hv
 
     def iterate(shift):
-        v = torch.randn(W.shape, generator=gen, dtype=W.dtype, device=W.device)
-        v = v / v.pow(2).sum(axes, keepdim=True).sqrt()
+        v = start / start.pow(2).sum(axes, keepdim=True).sqrt()
         lam = torch.zeros(W.shape[0], dtype=W.dtype, device=W.device)
         for _ in range(iters):
             hv = hvp(v) + shift.reshape(-1, *[1] * (W.ndim - 1)) * v

@@ -25,9 +25,9 @@ is the reference one: with inputs scaled by a = input_norm, A -> a^q A; ``as_sta
 scales the targets by a^q, so the Eq. 27 flow is a^(2q) faster and GD and momentum step lr a^(-2q)
 (Adam, invariant to the gradient's scale, keeps lr); ``matched`` keeps the targets and scales M
 by a^(-q), so GD and momentum step lr a^(-q) and Adam lr a^(-q/2) (its step moves W, which scales
-by a^(-q/2)). GD and momentum must also be stable where they start: at each init scale the step
-is capped at 1 / lambda_max (momentum: (1 + beta) / lambda_max), half the linear stability bound,
-with lambda_max the largest eigenvalue of the NQF loss's Hessian at W0 (nqf.stability.top_curvature),
+by a^(-q/2)). GD and momentum must also be stable where they start: each replica's step is capped at
+1 / lambda_max (momentum: (1 + beta) / lambda_max), half the linear stability bound, with
+lambda_max the largest eigenvalue of the NQF loss's Hessian at its W0 (nqf.stability.top_curvature),
 so that D measures the NQF approximation and not GD's instability. The run file records every lr.
 
 Verdicts (Fig. 2, Sec. 7): 'The NQF tracks the original almost exactly across every architecture
@@ -177,13 +177,13 @@ def lr_factor(norm: float, q: int, teacher_scale: str, optimizer: str) -> float:
     return norm ** (-2 * q) if teacher_scale == "as_stated" else norm ** (-q)
 
 
-def stable_lr_scale(module: UnitModule, x, y, W0, lr: float, *, optimizer: str, momentum: float, loss: str,
-                    groups: int) -> np.ndarray:
+def stable_lr_scale(module: UnitModule, x, y, W0, lr: float, *, optimizer: str, momentum: float,
+                    loss: str) -> np.ndarray:
     """Per replica, the factor (<= 1) that keeps GD or momentum stable where it starts: the step
     c lr (c: the loss convention's factor) is capped at 1 / lambda_max (momentum (1 + beta) /
     lambda_max), half the linear stability bound, lambda_max the top eigenvalue of the NQF loss's
-    Hessian at W0, the largest over the replicas of one init scale (``groups`` consecutive blocks
-    of replicas, one per scale, share one step)."""
+    Hessian at that replica's W0 (each replica its own, so a seed's run does not depend on the
+    other seeds trained beside it)."""
     import torch
 
     from nqf.losses import flow_lr
@@ -194,10 +194,9 @@ def stable_lr_scale(module: UnitModule, x, y, W0, lr: float, *, optimizer: str, 
     target = torch.as_tensor(np.asarray(y), dtype=W0.dtype)
     shape = (W0.shape[0],) + tuple(target.shape)
     lam = top_curvature(lambda W: mse_per_replica(form.outputs(W).reshape(W.shape[0], *shape[1:]), target), W0)
-    lam = lam.reshape(groups, -1).max(axis=1)
     step = flow_lr(lr, loss, target.shape[0])
     bound = (1.0 if optimizer == "gd" else 1.0 + momentum) / np.maximum(lam, 1e-300)
-    return np.repeat(np.minimum(1.0, bound / step), W0.shape[0] // groups)
+    return np.minimum(1.0, bound / step)
 
 
 def inputs_of(data: xr.Dataset, arch: str):
@@ -319,7 +318,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     if opt in ("gd", "momentum"):
         target = y - module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x).numpy()
         scale = stable_lr_scale(module, x, target, W0, lr, optimizer=opt, momentum=float(rc["momentum"]),
-                                loss=rc["loss"], groups=len(rc["eps"]))
+                                loss=rc["loss"])
         scale = None if np.all(scale == 1.0) else scale
     ds = train_side_by_side(module, x, y, W0, lr=lr, steps=steps, optimizer=opt, loss=rc["loss"],
                             n_singular=len(rc["singular_values"]), momentum=rc["momentum"],

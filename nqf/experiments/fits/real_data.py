@@ -14,8 +14,9 @@ the seed-mean curves of each pair (:func:`judge`):
   least-squares NQF's (the best this NQF can do on the training set), less the same budget;
 * the paper's claim holds for the pair when the learned step comes at or before the horizon:
   the two are indistinguishable until the NQF has learned what it can learn. A reading under
-  which the least-squares NQF is no better than the NQF at W0 has nothing to learn, and the claim
-  is not shown (a miss with that cause).
+  which that learned level is within the budget of the NQF's accuracy at W0 (the least-squares
+  NQF no better than chance, say) has nothing to learn, and the claim is not shown (a miss with
+  that cause).
 
 Beside it, as this project's own stricter measure: the same horizon against the step at which the
 NQF's train loss has covered all but ``floor_fraction`` of its way to its least-squares floor, and
@@ -83,8 +84,8 @@ class Judgement:
         fmt = lambda v: "never" if not np.isfinite(v) else f"step {v:.0f}"  # noqa: E731
         horizon = ("none (they differ at the first record)" if not np.isfinite(self.horizon) else
                    f"through step {self.horizon:.0f}" + (" (the run's end)" if self.horizon >= end else ""))
-        learned = ("nothing to learn: the least-squares NQF's test accuracy is within the budget of the NQF's "
-                   "at W0" if self.nothing_to_learn else
+        learned = ("never: nothing to learn, the least-squares NQF's test accuracy less the budget is within the "
+                   "budget of the NQF's at W0" if self.nothing_to_learn else
                    f"at step {self.learned:.0f}" if np.isfinite(self.learned) else f"not within the run ({end} steps)")
         return (f"agree {horizon}; the NQF reaches the least-squares NQF's test accuracy {ls_accuracy:.3f} "
                 f"(within the budget) {learned}; at the horizon the NQF's test accuracy is "
@@ -103,7 +104,9 @@ def judge(steps, loss_module, loss_nqf, acc_module, acc_nqf, *, floor: float, ls
     ok = (gap <= threshold) & (acc_gap <= accuracy_tolerance)
     k = len(ok) if ok.all() else int(np.argmin(ok))  # records 0..k-1 all agree
     horizon = float(steps[k - 1]) if k > 0 else math.nan
-    nothing = bool(ls_accuracy - an[0] <= accuracy_tolerance)
+    # something to learn: the learned level (the least-squares accuracy less the budget) lies more
+    # than the budget above where the NQF starts, so reaching it is not a fluctuation
+    nothing = bool(ls_accuracy - accuracy_tolerance - an[0] <= accuracy_tolerance)
     learned_at = np.flatnonzero(an >= ls_accuracy - accuracy_tolerance)
     learned = math.nan if nothing or learned_at.size == 0 else float(steps[learned_at[0]])
     h = max(k - 1, 0)
@@ -135,7 +138,8 @@ def _paper_claim(label: str, j: Judgement, note: str, why: str, tolerance_source
 def _why(j: Judgement, what: str, end: float) -> str:
     """Why a pair (or a screened reading) misses the paper's claim, in a clause."""
     if j.nothing_to_learn:
-        return "the NQF has nothing to learn under this reading (its least-squares test accuracy is that at W0)"
+        return ("the NQF has nothing to learn under this reading (its least-squares test accuracy, less the budget, is "
+                "within the budget of its accuracy at W0)")
     if not np.isfinite(j.horizon):
         return f"{what} differ from the first record"
     if not np.isfinite(j.learned):

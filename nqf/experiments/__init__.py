@@ -149,7 +149,8 @@ def reading_of(exp_cfg: dict) -> str:
     parts = []
     for key in reading_keys(exp_cfg):
         value = exp_cfg[key]
-        parts.append(f"loss {value}: {FORMULAS[value]}" if key == "loss" and value in FORMULAS else f"{key} {value}")
+        parts.append(f"loss {value}: {FORMULAS[value]}" if key == "loss" and value in FORMULAS else
+                     f"{key} {'none' if value is None else reading_text(value)}")
     return "; ".join(parts)
 
 

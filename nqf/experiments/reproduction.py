@@ -280,7 +280,8 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
             for c in sec["coverage"]:
                 parts = [f"{v} ({', '.join(f'`{e}`' for e in exps)})" for v, exps in c["tried"].items()]
                 if c["screened"]:
-                    parts.append("screened only: " + ", ".join(f"{v} (`{', '.join(e)}`)" for v, e in c["screened"].items()))
+                    parts.append("screened only: " + ", ".join(f"{v} ({', '.join(f'`{x}`' for x in e)})"
+                                                               for v, e in c["screened"].items()))
                 if c["untried"]:
                     parts.append("not tried: " + ", ".join(c["untried"]))
                 lines.append(f"* `{c['key']}`: " + "; ".join(parts))

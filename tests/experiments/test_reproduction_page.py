@@ -140,6 +140,9 @@ def test_verdict_lists_open_choices_tried_screened_and_not_tried():
     page = markdown([a, b])
     assert "**Verdict: under none of the readings of the open choices does every paper row hold**" in page
     assert "* `f0`: keep (`real_data`, `real_data_raw`); screened only: remove (`real_data_raw`)" in page
+    c = Experiment("real_data_more", "real_data", "", "raw", [row("mlp: agree", False, "parts early")],
+                   _choices({"preprocessing": "raw", "f0": "keep"}, screened={"f0": ["remove"]}))
+    assert "screened only: remove (`real_data_raw`, `real_data_more`)" in markdown([a, b, c])
     assert "not tried:" not in page
 
 

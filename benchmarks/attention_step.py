@@ -1,0 +1,81 @@
+"""One training step of Fig. 7's self-attention at the paper's size, side by side in one run.
+
+The module (10 heads, d_k = 32, 28 row tokens of dimension 28, a fixed readout) at 2 replicas
+(seeds), float32, one thread, on m = 1000, 2000 and 4000 images: forward and backward of the
+summed squared outputs through
+
+* ``autograd``: the plain einsum forward (every head's D x D form applied to all tokens, the
+  (m, heads, N, N) softmax mean-pooled over queries) differentiated by autograd, vmapped over
+  the replicas (what the module's own forward does);
+* ``blocked``: ``SelfAttentionReadout.forward_replicas``, the blocked softmax with its own
+  gradient (nqf.architectures.query_key.PooledAttention).
+
+Beside them, the FLOPs of the matrix products a step needs at least (:func:`step_flops`) and this
+machine's float32 matmul peak on one thread, measured in the same run (a 1024^3 product), so each
+step is reported as a share of the peak. Run: python benchmarks/attention_step.py   (writes benchmarks/results/attention_step.txt)
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+from torch.func import vmap
+
+from nqf.architectures import build
+
+
+def seconds(fn, repeats: int = 3) -> float:
+    fn()  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - t0) / repeats
+
+
+def matmul_peak() -> float:
+    a = torch.randn(1024, 1024)
+    dt = seconds(lambda: a @ a, 5)
+    return 2 * 1024 ** 3 / dt / 1e9
+
+
+def step_flops(m: int, G: int, D: int, N: int) -> float:
+    """Multiply-adds x 2 of the products a step needs at least: forward x_q^T B_g (m N D D G) and
+    the logits (m N N D G), backward the logit gradient times X (m N N D G) and the B gradient
+    (m N D D G); the readout products are lower order."""
+    return 2.0 * m * G * (2 * N * D * D + 2 * N * N * D)
+
+
+def main() -> str:
+    torch.set_num_threads(1)
+    module = build("qk_self_attention", {"width": 10, "d_k": 32}, image=(28, 28), n_outputs=1).to(torch.float32)
+    peak = matmul_peak()
+    lines = [f"Fig. 7 self-attention, one training step (forward + backward), torch {torch.__version__}, 1 thread, "
+             f"float32, 2 replicas x 10 heads", f"matmul peak (1024^3, same run): {peak:.1f} GFLOP/s", "",
+             f"{'images':>7} {'autograd s':>11} {'blocked s':>10} {'speed-up':>9} {'GFLOP':>7} "
+             f"{'autograd %peak':>15} {'blocked %peak':>14}"]
+    for m in (1000, 2000, 4000):
+        X = torch.rand(m, 28, 28, generator=torch.Generator().manual_seed(0))
+        W = (0.01 * torch.randn(2, module.p, module.width, generator=torch.Generator().manual_seed(1))).requires_grad_()
+        plain = vmap(module.forward_with, in_dims=(0, None))
+
+        def autograd_step():
+            W.grad = None
+            plain(W, X).pow(2).sum().backward()
+
+        def blocked_step():
+            W.grad = None
+            module.forward_replicas(W, X).pow(2).sum().backward()
+
+        t_auto, t_block = seconds(autograd_step), seconds(blocked_step)
+        gflop = step_flops(m, 20, 28, 28) / 1e9
+        lines.append(f"{m:>7} {t_auto:>11.3f} {t_block:>10.3f} {t_auto / t_block:>8.2f}x {gflop:>7.2f} "
+                     f"{100 * gflop / t_auto / peak:>14.1f}% {100 * gflop / t_block / peak:>13.1f}%")
+    text = "\n".join(lines) + "\n"
+    out = Path(__file__).with_name("results") / "attention_step.txt"
+    out.write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    print(main())

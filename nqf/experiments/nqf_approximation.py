@@ -54,7 +54,7 @@ import pandas as pd
 import xarray as xr
 
 from nqf.architectures import higher_order, title, unit_input_dim
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
+from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 from nqf.experiments.matching import check_runs
 from nqf.spectra import deviation
 
@@ -82,26 +82,23 @@ STAGE_KEYS = {
 }
 
 
-def run_id(arch: str, optimizer: str) -> str:
-    return f"{arch}_{optimizer}"
-
-
 # The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
-RUN_ID_KEYS = ("architectures", "optimizers")
+RUN_ID_KEYS = ("architectures",)
 
 
 def runs(cfg: dict) -> list[str]:
-    """One run per architecture x optimizer; it holds every seed and eps."""
-    return grid_runs(cfg, run_id, "architectures", "optimizers")
+    """One run (one training job) per architecture; it holds every optimizer, seed and eps."""
+    return list(cfg["architectures"])
 
 
 def run_config(cfg: dict, run: str) -> dict:
-    """The keys one run reads: its architecture's sizes, learning rate and steps only."""
-    arch, opt = grid_cell(cfg, run, run_id, "architectures", "optimizers")
-    shared = ("n_samples", "n_outputs", "singular_values", "input_norm", "teacher_scale", "data_seed", "loss",
-              "eps", "seeds", "momentum", "n_record", "record_M_max_p", "dtype")
-    return {"architecture": arch, "optimizer": opt, "size": cfg["sizes"][arch], "lr": cfg["lr"][arch][opt],
-            "steps": cfg["steps"][arch], **{k: cfg[k] for k in shared}}
+    """The keys one run reads: its architecture's sizes, learning rates and steps only."""
+    if run not in cfg["architectures"]:
+        raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
+    shared = ("optimizers", "n_samples", "n_outputs", "singular_values", "input_norm", "teacher_scale", "data_seed",
+              "loss", "eps", "seeds", "momentum", "n_record", "record_M_max_p", "dtype")
+    return {"architecture": run, "size": cfg["sizes"][run], "steps": cfg["steps"][run],
+            "lr": {o: cfg["lr"][run][o] for o in cfg["optimizers"]}, **{k: cfg[k] for k in shared}}
 
 
 def estimate(cfg: dict) -> dict:
@@ -125,6 +122,9 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     from nqf.architectures import ARCHITECTURES
     from nqf.effective import teacher_weights
 
+    opts = list(cfg["optimizers"])
+    if len(set(opts)) < len(opts):  # the schema refuses it; a library caller may not have used it
+        return [("optimizers", f"lists an optimizer twice ({opts}); give each once (one block of the run each).")]
     s = list(cfg["singular_values"])
     if any(a < b for a, b in zip(s, s[1:])):
         # s_k is compared with the k-th largest singular value of E (nqf.spectra.deviation)
@@ -295,25 +295,56 @@ def _set_readout(module: UnitModule, data: xr.Dataset, arch: str) -> None:
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:
-    """The module and its NQF for every seed and eps of one architecture x optimizer, at the
-    learning rate carried to this reading's inputs and capped where GD would start unstable
-    (module docstring); every replica's lr is recorded."""
+    """The module and its NQF for every optimizer, seed and eps of one architecture (one tensor
+    program per optimizer), at the learning rate carried to this reading's inputs and capped where
+    GD would start unstable (module docstring); every replica's lr is recorded. The run file has
+    an ``optimizer`` dimension; its ``time`` coordinate is per optimizer."""
     import torch
 
-    from nqf.approximation import train_side_by_side
     from nqf.architectures import initial_weights, input_degree
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
-    arch, opt = rc["architecture"], rc["optimizer"]
+    arch = rc["architecture"]
     module = build_module(arch, rc["size"], rc["n_outputs"], rc["data_seed"])
     _set_readout(module, data, arch)
     x = inputs_of(data, arch)
-    y = data[f"{arch}_y"].values
     W0 = initial_weights(module, rc["seeds"], rc["eps"])
+    norm, q = input_norm_of(module, rc["input_norm"]), input_degree(module, x)
+    parts = [_train_optimizer(module, x, data[f"{arch}_y"].values, W0, rc, opt, norm, q, device)
+             for opt in rc["optimizers"]]
+    ds = xr.concat(parts, dim=pd.Index(list(rc["optimizers"]), name="optimizer"), coords="different",
+                   combine_attrs="drop_conflicts")
+    index = pd.MultiIndex.from_product([np.asarray(rc["eps"], float), np.asarray(rc["seeds"])],
+                                       names=["eps", "seed"])
+    ds = ds.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "replica")).unstack("replica")
+    ds = ds.transpose("optimizer", "eps", "seed", "step", ...)
+    ds["eps"].attrs.update(units="1", long_name="eps: std (the paper's sigma) of the Gaussian initial weights")
+    ds["k"].attrs.update(long_name="singular value index (1 = largest)")
+    ds["optimizer"].attrs.update(long_name="optimizer of module and NQF (gd, momentum, adam)")
+    ds["time"].attrs.update(units="1", long_name="Eq. 26 gradient-flow time c lr step of each optimizer's reference lr")
+    s_target = np.linalg.svd(data[f"{arch}_teacher_E"].values, compute_uv=False)[:len(rc["singular_values"])]
+    ds["s_target"] = ("k", s_target, {"units": "1", "long_name": "singular values of the teacher's effective matrix"})
+    ds["lr_config"] = ("optimizer", [float(rc["lr"][o]) for o in rc["optimizers"]], {
+        "units": "1", "long_name": "the config's learning rate (unit-norm reference problem)"})
+    for key in ("optimizer", "lr"):
+        ds.attrs.pop(key, None)
+    ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, p=module.p, width=module.width,
+                    singular_values=list(rc["singular_values"]), input_norm=norm, input_degree=q,
+                    teacher_scale=rc["teacher_scale"])
+    return ds
+
+
+def _train_optimizer(module: UnitModule, x, y, W0, rc: dict, opt: str, norm: float, q: int,
+                     device: str) -> xr.Dataset:
+    """One optimizer's side-by-side training of every replica (nqf.approximation)."""
+    import torch
+
+    from nqf.approximation import train_side_by_side
+
+    module = module.to(device="cpu", dtype=torch.float64)  # the previous optimizer's run moved it
     steps = int(rc["steps"])
     dtype = torch.float64 if rc["dtype"] == "float64" else torch.float32
-    norm, q = input_norm_of(module, rc["input_norm"]), input_degree(module, x)
-    lr = float(rc["lr"]) * lr_factor(norm, q, rc["teacher_scale"], opt)
+    lr = float(rc["lr"][opt]) * lr_factor(norm, q, rc["teacher_scale"], opt)
     scale = None
     if opt in ("gd", "momentum"):
         target = y - module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x).numpy()
@@ -323,24 +354,13 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     ds = train_side_by_side(module, x, y, W0, lr=lr, steps=steps, optimizer=opt, loss=rc["loss"],
                             n_singular=len(rc["singular_values"]), momentum=rc["momentum"],
                             record_steps=np.linspace(0, steps, rc["n_record"]).round().astype(int),
-                            record_M=module.p <= rc["record_M_max_p"], device=device, dtype=dtype, lr_scale=scale)
+                            record_M=module.p <= rc["record_M_max_p"], device=device,
+                            dtype=dtype, lr_scale=scale)
     if "lr" not in ds:
-        ds["lr"] = ("replica", np.full(ds.sizes["replica"], lr), {"units": "1", "long_name": "learning rate"})
-    ds["lr"].attrs.update(long_name=f"learning rate: the config's {float(rc['lr']):g} (unit-norm reference) x "
-                                    f"{lr / float(rc['lr']):.4g} (carried to inputs of norm {norm:.4g}, A of "
-                                    f"degree {q}, teacher {rc['teacher_scale']}), capped at half GD's stability "
-                                    f"bound at W0 where that is lower")
-    index = pd.MultiIndex.from_product([np.asarray(rc["eps"], float), np.asarray(rc["seeds"])],
-                                       names=["eps", "seed"])
-    ds = ds.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "replica")).unstack("replica")
-    ds = ds.transpose("eps", "seed", "step", ...)
-    ds["eps"].attrs.update(units="1", long_name="eps: std (the paper's sigma) of the Gaussian initial weights")
-    ds["k"].attrs.update(long_name="singular value index (1 = largest)")
-    s_target = np.linalg.svd(data[f"{arch}_teacher_E"].values, compute_uv=False)[:len(rc["singular_values"])]
-    ds["s_target"] = ("k", s_target, {"units": "1", "long_name": "singular values of the teacher's effective matrix"})
-    ds.attrs.update(run=run, experiment_kind=KIND, architecture=arch, p=module.p, width=module.width,
-                    singular_values=list(rc["singular_values"]), input_norm=norm, input_degree=q,
-                    teacher_scale=rc["teacher_scale"], lr_reference=float(rc["lr"]), lr=lr)
+        ds["lr"] = ("replica", np.full(ds.sizes["replica"], lr), {"units": "1"})
+    ds["lr"].attrs.update(long_name=f"learning rate: the config's (unit-norm reference) x {lr / float(rc['lr'][opt]):.4g} "
+                                    f"(carried to inputs of norm {norm:.4g}, A of degree {q}, teacher "
+                                    f"{rc['teacher_scale']}), capped at half GD's stability bound at W0 where lower")
     return ds
 
 
@@ -362,21 +382,21 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     """D per architecture x optimizer x eps x seed, and the claims of Figure 2: at the smallest
     eps D within the visibility threshold (the paper's 'tracks almost exactly') and within the
     module's truncation budget (Theorem 1); at the larger ones the departure bound."""
-    check_runs(run_ds, {run_id(a, o): {"experiment_kind": KIND, "architecture": a, "optimizer": o, "eps": cfg["eps"],
-                                         "singular_values": cfg["singular_values"]}
-                          for a in cfg["architectures"] for o in cfg["optimizers"]})
+    check_runs(run_ds, {a: {"experiment_kind": KIND, "architecture": a, "eps": cfg["eps"],
+                            "singular_values": cfg["singular_values"]} for a in cfg["architectures"]})
     archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
+    _check_optimizers(run_ds, archs, opts)
     scales = np.asarray(cfg["eps"], float)
     tol = cfg["tolerances"]
     factor, ratio, thr = float(tol["safety_factor"]), float(tol["departure_ratio"]), float(cfg["threshold"])
-    seeds = run_ds[run_id(archs[0], opts[0])]["seed"].values
+    seeds = run_ds[archs[0]]["seed"].values
     D = np.full((len(archs), len(opts), scales.size, seeds.size), np.nan)
     trunc = np.full((len(archs), len(opts), scales.size), np.nan)
     trunc0 = np.full((len(archs), len(opts), scales.size), np.nan)
     for i, a in enumerate(archs):
         s_target = np.asarray(theory_ds["s_target"].sel(arch=a).values, float)
         for j, o in enumerate(opts):
-            run = run_ds[run_id(a, o)].sel(eps=scales)
+            run = run_ds[a].sel(optimizer=o, eps=scales)
             D[i, j] = deviation(run["s_module"].values, run["s_nqf"].values, s_target[:run.sizes["k"]])
             trunc[i, j] = run["truncation"].max(dim=("seed", "step")).values
             trunc0[i, j] = run["truncation"].isel(step=0).max(dim="seed").values
@@ -387,7 +407,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     claims = []
     for i, a in enumerate(archs):
         for j, o in enumerate(opts):
-            run = run_ds[run_id(a, o)]
+            run = run_ds[a].sel(optimizer=o)
             eps = float(np.finfo(run["s_module"].dtype).eps) if run["s_module"].dtype.kind == "f" else 0.0
             steps = int(run["step"].values.max())
             budget = ErrorBudget({
@@ -444,12 +464,24 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
 
 
 def _lr_text(run: xr.Dataset, sigma: float) -> str:
-    """'lr 0.02' (or the capped value) of the runs at init scale ``sigma``."""
-    if "lr" not in run:
-        return f"lr {float(run.attrs.get('lr', math.nan)):.3g}"
-    lr = np.unique(np.asarray(run["lr"].sel(eps=sigma).values, float))
-    capped = float(run.attrs.get("lr", lr.max())) > lr.max() * (1 + 1e-9)
+    """'lr 0.02' of one optimizer's runs at init scale ``sigma`` (the largest over seeds; 'capped'
+    where a seed's step was capped at half GD's stability bound)."""
+    lr = np.asarray(run["lr"].sel(eps=sigma).values, float)
+    capped = lr.min() < lr.max() * (1 - 1e-9) or float(run["lr"].max()) > lr.max() * (1 + 1e-9)
     return f"lr {lr.max():.3g}" + (" (capped at half GD's stability bound at W0)" if capped else "")
+
+
+def _check_optimizers(run_ds: dict, archs: list, opts: list) -> None:
+    """Every run holds the config's optimizers (else it is another config's file)."""
+    from nqf.netcdf import ResultFileError
+
+    for a in archs:
+        have = [str(o) for o in run_ds[a]["optimizer"].values] if "optimizer" in run_ds[a].coords else []
+        if not set(opts) <= set(have):
+            path = run_ds[a].encoding.get("source")
+            raise ResultFileError(f"Run {a!r} holds the optimizers {have}, but the config asks for {opts}: it is not "
+                                  f"the run of this experiment's config (rule 'train', run {a!r}).", path,
+                                  unusable=path is not None)
 
 
 def _miss_reason(trunc0: np.ndarray, trunc: np.ndarray, small: int, large: int, threshold: float) -> str:

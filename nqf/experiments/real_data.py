@@ -66,7 +66,7 @@ STAGE_KEYS = {
     "data": _DATA,
     "structure": ("architectures", "sizes", "n_train", "heads", "f0", "query"),
     "train": ("architectures", "sizes", "n_train", "eps", "seeds", "loss", "lr", "steps", "optimizer",
-              "n_record", "dtype", "readout_norm", "heads", "f0", "query", "screen"),
+              "n_record", "dtype", "readout_norm", "heads", "f0", "query", "screen", "screen_steps"),
     "theory": ("architectures",),
     "fit": ("architectures", "n_test", "threshold", "floor_fraction", "tolerances", "screen"),
     "figure": ("description", "architectures", "dataset", "preprocessing", "n_train", "eps", "optimizer", "lr"),
@@ -191,6 +191,8 @@ def run_config(cfg: dict, run: str) -> dict:
         out.update({k: cfg[k] for k in ATTENTION_READINGS})
     if run == SCREEN:
         out["screen"] = screened_readings(cfg)
+        if cfg["screen_steps"] is not None:
+            out["steps"] = cfg["screen_steps"]
     return out
 
 

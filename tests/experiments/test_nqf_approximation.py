@@ -217,15 +217,16 @@ def test_small_mlp_tracks_its_nqf_at_small_init_and_departs_at_large_init():
     (max over the run ~0.005-0.008, so ~0.016-0.023; the remainder shifts the learned spectrum by
     about itself to first order, momentum overshoots by up to 2x), and sigma = 0.2 departs by >= 5x."""
     cfg = tiny_config(loss="half_mean", lr={"mlp": {"gd": 2.0, "momentum": 0.2, "adam": 0.002}})
-    assert na.runs(cfg) == ["mlp_gd", "mlp_momentum", "mlp_adam"]
+    assert na.runs(cfg) == ["mlp"]  # one job per architecture, every optimizer inside
     data = na.make_data(stage_config(cfg, "data"))
     structure = na.structure(data, stage_config(cfg, "structure"))
     theory = na.theory(structure, stage_config(cfg, "theory"))
     # decoupled teacher modes: the projected GLV ends at z_a = |w*_a|^2 = 2 s_a (phi'(0) = 1)
     assert np.allclose(theory["z_end"].sel(arch="mlp"), 2 * np.asarray(cfg["singular_values"]), rtol=1e-10)
     runs = {r: na.train_run(data, run_config(cfg, r), r, device="cpu") for r in na.runs(cfg)}
-    run = runs["mlp_gd"]
-    assert run["s_module"].dims == ("eps", "seed", "step", "k")
+    assert runs["mlp"]["s_module"].dims == ("optimizer", "eps", "seed", "step", "k")
+    assert list(runs["mlp"]["optimizer"].values) == ["gd", "momentum", "adam"]
+    run = runs["mlp"].sel(optimizer="gd")
     assert run["M_nqf"].shape == (2, 2, 51, 14, 14) and run["step"].values[-1] == 200
     final = run["s_nqf"].sel(eps=0.01).isel(step=-1).values / cfg["singular_values"]
     assert np.allclose(final, 1.0, atol=0.02)  # every mode learned
@@ -274,14 +275,17 @@ def test_a_wrong_structure_matrix_fails_the_budget(monkeypatch):
         assert not bool(fit["claim_passed"].values[rows.index(quantity)])
 
 
-def test_run_config_narrows_to_one_architecture_and_optimizer():
+def test_run_config_narrows_to_one_architecture():
     cfg = kind_config("nqf_approximation")
-    assert len(na.runs(cfg)) == 15 and "qk_head_momentum" in na.runs(cfg)
-    rc = run_config(cfg, "qk_head_momentum")
-    assert rc["architecture"] == "qk_head" and rc["optimizer"] == "momentum"
-    assert rc["lr"] == cfg["lr"]["qk_head"]["momentum"] and rc["size"] == cfg["sizes"]["qk_head"]
+    assert na.runs(cfg) == ["mlp", "cnn", "qk_head", "mha", "moe"]
+    rc = run_config(cfg, "qk_head")
+    assert rc["architecture"] == "qk_head" and rc["optimizers"] == ["gd", "momentum", "adam"]
+    assert rc["lr"] == cfg["lr"]["qk_head"] and rc["size"] == cfg["sizes"]["qk_head"]
+    # another architecture's learning rate or steps leave this run's config (and file) alone
+    other = kind_config("nqf_approximation", lr={"mlp": {"gd": 0.5}}, steps={"mlp": 100})
+    assert run_config(other, "qk_head") == rc
     with pytest.raises(ValueError, match="not one of"):
-        na.run_config(cfg, "rnn_gd")
+        na.run_config(cfg, "rnn")
 
 
 def test_paper_config_has_the_papers_sizes():
@@ -327,12 +331,14 @@ def _default_size_results():
     rise = 1.0 - np.exp(-step / 30.0)[:, None]
     runs = {}
     for a in archs:
+        per = []
         for o in opts:
             spec = np.stack([np.stack([s * rise * (1 + 0.3 * e * n), s * rise * (1 + 0.2 * e)]) for e in scales
                              for n in (1,)])  # (eps, 2 seeds, step, k)
-            runs[na.run_id(a, o)] = xr.Dataset(
+            per.append(xr.Dataset(
                 {"s_module": (("eps", "seed", "step", "k"), spec), "s_nqf": (("eps", "seed", "step", "k"), spec * 0.99)},
-                coords={"eps": scales, "seed": [0, 1], "step": step, "k": np.arange(1, s.size + 1)})
+                coords={"eps": scales, "seed": [0, 1], "step": step, "k": np.arange(1, s.size + 1)}))
+        runs[a] = xr.concat(per, dim="optimizer").assign_coords(optimizer=list(opts))
     rng = np.random.default_rng(0)
     D = np.exp(rng.uniform(-6, -4, (len(archs), len(opts), 1))) * np.array([1.0, 20.0])
     fit = xr.Dataset({"D_max": (("arch", "optimizer", "eps"), D),
@@ -371,9 +377,9 @@ def test_the_figure_prints_readably_at_the_default_size(tmp_path, monkeypatch):
 
 
 # -- readings of the input scale: the learning rate carried to standard Gaussian inputs ---------
-def _nqf_spectrum(cfg, run):
+def _nqf_spectrum(cfg, optimizer):
     data = na.make_data(stage_config(cfg, "data"))
-    return na.train_run(data, run_config(cfg, run), run, device="cpu")
+    return na.train_run(data, run_config(cfg, "mlp"), "mlp", device="cpu").sel(optimizer=optimizer)
 
 
 @pytest.mark.parametrize("optimizer", ["gd", "momentum", "adam"])
@@ -385,10 +391,11 @@ def test_as_stated_inputs_of_another_norm_give_the_reference_nqf_trajectory(opti
     less than 1e-6 relative, hence 1e-5 for Adam)."""
     over = dict(optimizers=[optimizer], eps=[0.01, 0.2], steps={"mlp": 60}, n_record=7,
                 lr={"mlp": {"gd": 1.0, "momentum": 0.1, "adam": 0.002}})
-    ref = _nqf_spectrum(tiny_config(**over), f"mlp_{optimizer}")
-    far = _nqf_spectrum(tiny_config(input_norm=3.0, **over), f"mlp_{optimizer}")
+    ref = _nqf_spectrum(tiny_config(**over), optimizer)
+    far = _nqf_spectrum(tiny_config(input_norm=3.0, **over), optimizer)
     assert far.attrs["input_degree"] == 1 and far.attrs["input_norm"] == 3.0
-    assert far.attrs["lr"] == pytest.approx(ref.attrs["lr"] * (1.0 if optimizer == "adam" else 3.0 ** -2), rel=1e-12)
+    assert np.allclose(far["lr"].sel(eps=0.01), ref["lr"].sel(eps=0.01) * (1.0 if optimizer == "adam" else 3.0 ** -2),
+                       rtol=1e-12)
     rel = 1e-5 if optimizer == "adam" else 1e-9
     assert np.allclose(far["s_nqf"].values, ref["s_nqf"].values, rtol=rel, atol=rel * float(ref["s_nqf"].max()))
     assert np.allclose(far["s_target"].values, ref["s_target"].values, rtol=1e-12)
@@ -405,9 +412,9 @@ def test_matched_teacher_maps_onto_the_reference_problem(optimizer):
     a, q = 2.0, 1
     over = dict(optimizers=[optimizer], steps={"mlp": 60}, n_record=7,
                 lr={"mlp": {"gd": 1.0, "momentum": 0.1, "adam": 0.002}})
-    ref = _nqf_spectrum(tiny_config(eps=[0.01, 0.05], **over), f"mlp_{optimizer}")
+    ref = _nqf_spectrum(tiny_config(eps=[0.01, 0.05], **over), optimizer)
     far = _nqf_spectrum(tiny_config(eps=[0.01 * a ** (-q / 2), 0.05 * a ** (-q / 2)], input_norm=a,
-                                    teacher_scale="matched", **over), f"mlp_{optimizer}")
+                                    teacher_scale="matched", **over), optimizer)
     assert np.allclose(far["s_target"].values, ref["s_target"].values * a ** -q, rtol=1e-12)
     rel = 1e-5 if optimizer == "adam" else 1e-9
     assert np.allclose(far["s_nqf"].values, ref["s_nqf"].values * a ** -q, rtol=rel,
@@ -424,7 +431,7 @@ def test_gd_is_capped_at_half_its_stability_bound_where_it_starts():
 
     cfg = tiny_config(optimizers=["gd"], steps={"mlp": 20}, n_record=5, lr={"mlp": {"gd": 4.0}})
     data = na.make_data(stage_config(cfg, "data"))
-    run = na.train_run(data, run_config(cfg, "mlp_gd"), "mlp_gd", device="cpu")
+    run = na.train_run(data, run_config(cfg, "mlp"), "mlp", device="cpu").sel(optimizer="gd")
     lr = run["lr"]
     module = na.build_module("mlp", cfg["sizes"]["mlp"], cfg["n_outputs"], cfg["data_seed"])
     x, y = na.inputs_of(data, "mlp"), data["mlp_y"].values

@@ -65,7 +65,7 @@ def _with(kind: str, key: str, value) -> dict:
 TWICE = {
     "competition": ("eps", [1e-3, 1e-3], "0.001"),
     "collapse": ("eps", [1e-3, 1.0e-3, 1e-6], "0.001"),
-    "nqf_approximation": ("optimizers", ["gd", "gd"], "'gd'"),
+    "nqf_approximation": ("architectures", ["mlp", "mlp"], "'mlp'"),
     "deep": ("architectures", ["mlp", "mlp"], "'mlp'"),
     "init_scaling": ("architectures", ["mlp", "cnn", "mlp"], "'mlp'"),
     "teacher_student": ("architectures", ["mlp", "mlp"], "'mlp'"),

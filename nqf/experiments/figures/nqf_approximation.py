@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.architectures import title
-from nqf.experiments.nqf_approximation import FIGURE, run_id
+from nqf.experiments.nqf_approximation import FIGURE
 
 NAMES = {"gd": "GD", "momentum": "momentum 0.9", "adam": "Adam"}
 MARKERS = ("o", "s", "^", "D", "v")
@@ -58,7 +58,7 @@ def _main_page(fit_ds, run_ds, cfg, s, colors, font_size):
     fig, axes = plotting.plt.subplots(1, 3, figsize=(6.9, 2.6 + 0.16 * len(pairs)), layout="constrained",
                                       gridspec_kw={"width_ratios": [1, 1, 1.2]})
     for ax, sigma in zip(axes[:2], (scales[0], scales[-1])):
-        run = run_ds[run_id(a, o)].sel(eps=sigma).isel(seed=0)
+        run = run_ds[a].sel(optimizer=o, eps=sigma).isel(seed=0)
         _spectrum(ax, run, s[a], colors, float(D.sel(arch=a, optimizer=o, eps=sigma)), font_size)
         ax.set_title(f"init $\\sigma$ = {sigma:g}")
         ax.set_xlabel("step")
@@ -110,7 +110,7 @@ def _grid_page(fit_ds, run_ds, cfg, sigma, s, colors, font_size):
     for j, o in enumerate(opts):
         for i, a in enumerate(archs):
             ax = axes[j, i]
-            run = run_ds[run_id(a, o)].sel(eps=sigma).isel(seed=0)
+            run = run_ds[a].sel(optimizer=o, eps=sigma).isel(seed=0)
             _spectrum(ax, run, s[a], colors, float(fit_ds["D_max"].sel(arch=a, optimizer=o, eps=sigma)), font_size)
             if j == 0:
                 ax.set_title(title(a, FIGURE))

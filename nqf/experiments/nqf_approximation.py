@@ -312,7 +312,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     norm, q = input_norm_of(module, rc["input_norm"]), input_degree(module, x)
     parts = [_train_optimizer(module, x, data[f"{arch}_y"].values, W0, rc, opt, norm, q, device)
              for opt in rc["optimizers"]]
-    ds = xr.concat(parts, dim=pd.Index(list(rc["optimizers"]), name="optimizer"), coords="different",
+    ds = xr.concat(parts, dim=pd.Index(list(rc["optimizers"]), name="optimizer"), coords="different", compat="equals",
                    combine_attrs="drop_conflicts")
     index = pd.MultiIndex.from_product([np.asarray(rc["eps"], float), np.asarray(rc["seeds"])],
                                        names=["eps", "seed"])

@@ -208,7 +208,8 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
             tolerance_source=f"bound: the floor step ({fmt}); gaps as for the paper's row",
             note=(f"floor step {fmt}; " + note) if np.isfinite(fs) and np.isfinite(j.horizon) and j.horizon >= fs else
             f"MISS (ours): " + (f"the NQF reaches {1 - frac:.0%} of its way to the floor at {fmt}" if np.isfinite(fs) else
-                                f"the NQF does not reach {1 - frac:.0%} of its way to the floor within the run")
+                                f"not judged at this length: the run stops before the NQF reaches {1 - frac:.0%} of "
+                                f"its way to the floor (run longer: steps)")
             + f", the horizon ends {'before the first record' if not np.isfinite(j.horizon) else f'at step {j.horizon:.0f}'}: "
             + note))
         claims.append(Claim(

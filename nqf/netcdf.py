@@ -127,6 +127,17 @@ def temporary_beside(path: Path) -> tuple[int, str]:
 LABEL_OF = "nqf_label_of"
 
 
+def _plain_text(ds: xr.Dataset) -> xr.Dataset:
+    """Variable-width text (numpy's StringDType, kind ``T``, which pandas >= 3 gives an Index of
+    strings) as fixed-width numpy text, so that it is written as CF character arrays as well."""
+    for name in [n for n, v in ds.variables.items() if v.dtype.kind == "T"]:
+        var = ds[name]
+        text = np.array([str(v) for v in var.values.ravel()]).reshape(var.shape)
+        put = ds.assign_coords if name in ds.coords else ds.assign
+        ds = put({name: (var.dims, text, var.attrs)})
+    return ds
+
+
 def _labels_apart(ds: xr.Dataset) -> xr.Dataset:
     """Text-valued dimension coordinates moved to ``<dim>_label`` (CF auxiliary coordinates)."""
     text = [dim for dim in ds.dims if dim in ds.coords and ds[dim].dtype.kind in "USO"]
@@ -165,7 +176,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
         raise TypeError(f"source must be a string or None; got a {type(source).__name__}.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    ds = ds.copy()
+    ds = _plain_text(ds.copy())
     for name in list(ds.variables):
         var = ds[name]
         if var.dtype == bool:

@@ -133,8 +133,8 @@ def open_runs(experiment: str, results: str | os.PathLike = "results", **where) 
     """Every run file of ``experiment`` under ``results/runs/`` as one Dataset along ``run``.
 
     ``where`` keeps the runs whose run parameters have the given values (a value or a list), e.g.
-    ``open_runs("collapse", architecture="rectangular")``, ``open_runs("nqf_approximation",
-    architecture="mlp", optimizer=["gd", "adam"])``. Each parameter becomes a coordinate along
+    ``open_runs("collapse", architecture="rectangular")``, ``open_runs("teacher_student",
+    architecture="mlp")``. Each parameter becomes a coordinate along
     ``run``; ``step`` stays the dimension when every run recorded the same steps, else the axis
     is ``record`` with ``step`` and ``time`` along (``run``, ``record``). Global attributes that
     all runs share are kept. Runs whose other dimensions differ in size (architectures with

@@ -1,7 +1,9 @@
 """NetCDF contract: CF and provenance attributes, atomic writes, clear errors on bad files."""
 import os
 
+import netCDF4
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -24,6 +26,23 @@ def test_roundtrip_with_attributes(tmp_path):
     assert ds["ok"].dtype == np.int8 and list(ds["ok"].values) == [1, 0]
     assert ds["z"].encoding.get("zlib") is True
     assert [p.name for p in path.parent.iterdir()] == ["x.nc"]  # no temporary file left
+
+
+@pytest.mark.parametrize("make_index", [
+    lambda names: pd.Index(names, name="optimizer"),  # pandas >= 3: numpy StringDType (kind "T")
+    lambda names: pd.Index(np.array(names, dtype=object), name="optimizer"),
+    lambda names: pd.Index(np.array(names), name="optimizer"),
+], ids=["default", "object", "fixed"])
+def test_text_dimensions_are_cf_character_arrays_and_come_back_as_an_index(tmp_path, make_index):
+    one = xr.Dataset({"loss": ("step", np.zeros(3))}, coords={"step": [0, 1, 2]})
+    ds = xr.concat([one, one + 1.0], dim=make_index(["gd", "adam"]))
+    path = write_dataset(ds, tmp_path / "x.nc", title="test")
+    with netCDF4.Dataset(path) as raw:  # CF checkers read only NC_CHAR text, not variable-length strings
+        assert "optimizer" not in raw.variables
+        assert raw["optimizer_label"].dtype == np.dtype("S1")
+    back = open_result(path)
+    assert list(back.optimizer.values) == ["gd", "adam"]
+    assert float(back.loss.sel(optimizer="adam", step=2)) == 1.0
 
 
 def test_failed_write_leaves_nothing(tmp_path, monkeypatch):

@@ -49,6 +49,10 @@ EXPERIMENTS = config["experiments"]
 CONFIG_IDENTITY = nqf_reproduction.config_identity(
     workflow.config_settings.configfiles, workflow.config_settings.config, _validated, workflow.basedir
 )
+# the part of it the verdicts depend on (the reproduction rule's params, so its rerun trigger):
+# a new config file that changes only figure style keeps the page, whose verdicts are unchanged
+VERDICT_IDENTITY = {key: CONFIG_IDENTITY[key] for key in ("sha256", "matches")}
+config["config_identity"] = CONFIG_IDENTITY
 
 
 # {exp} matches only the configured experiment ids, so other figures (structure_matrices) and

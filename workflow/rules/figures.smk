@@ -98,6 +98,6 @@ rule reproduction:
         "results/benchmarks/reproduction.tsv"
     params:
         experiments=reproduction_params(),
-        config=CONFIG_IDENTITY,
+        config=VERDICT_IDENTITY,
     script:
         "../scripts/reproduction.py"

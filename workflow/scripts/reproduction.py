@@ -15,9 +15,12 @@ with job(snakemake.log[0], "reproduction") as log:  # noqa: F821
     header = (f"Written {datetime.date.today().isoformat()} from `results/fits/*.nc` "
               f"({len(fits)} experiments) by the workflow's reproduction rule.")
     collected = collect(fits, params)
-    text = markdown(collected, header=header, config=snakemake.params.config)  # noqa: F821
+    # the files and overrides of the run that computed these verdicts; params.config (its
+    # experiments' hash) is what reruns this rule
+    identity = {**snakemake.config["config_identity"], **snakemake.params.config}  # noqa: F821
+    text = markdown(collected, header=header, config=identity)
     write_text(snakemake.output.md, text)  # noqa: F821
     write_text(snakemake.output.html, html_page(text))  # noqa: F821
-    write_text(snakemake.output.verdicts, verdicts_fragment(collected, config=snakemake.params.config))  # noqa: F821
+    write_text(snakemake.output.verdicts, verdicts_fragment(collected, config=identity))  # noqa: F821
     log.info("wrote %s, %s and %s", snakemake.output.md, snakemake.output.html,  # noqa: F821
              snakemake.output.verdicts)  # noqa: F821

@@ -110,9 +110,10 @@ def _truncation_problem(head: bytes, size: int) -> str | None:
     return None
 
 
-def scan(results: str | os.PathLike = "results") -> list[str]:
+def scan(results: str | os.PathLike = "results", *, move: bool = True) -> list[str]:
     """Move every ``*.nc`` under ``results`` that is not a NetCDF file aside (``<name>.unusable``);
-    one sentence per file moved (or that could not be moved)."""
+    one sentence per file moved (or that could not be moved, or, with ``move`` False, that a run
+    would move)."""
     root = Path(results)
     messages = []
     if not root.is_dir():
@@ -127,19 +128,38 @@ def scan(results: str | os.PathLike = "results") -> list[str]:
             problem = _signature_problem(path)
             if problem is None:
                 continue
-            moved, message = move_aside(path, problem)
+            moved, message = move_aside(path, problem, move=move)
             messages.append(message)
             if moved and name in dirnames:
                 dirnames.remove(name)
     return messages
 
 
-def move_aside(path: str | os.PathLike, problem: str) -> tuple[bool, str]:
-    """Move ``path`` aside to ``<name>.unusable`` so that this run regenerates it; (moved, the
-    sentence saying so, or that it could not be moved), ``problem`` completing "nqf: <path> ..."."""
+def aside_path(path: str | os.PathLike) -> Path:
+    """Where ``path`` goes when it is moved aside: ``<name>.unusable``. A file already there (an
+    earlier copy moved aside) is kept: it is renamed to the first free ``<name>.<k>.unusable``
+    first, so that moving aside never deletes anything."""
     path = Path(path)
     aside = path.with_name(path.name + ".unusable")
+    if os.path.lexists(aside):
+        k = 1
+        while os.path.lexists(older := path.with_name(f"{path.name}.{k}.unusable")):
+            k += 1
+        os.replace(aside, older)
+    return aside
+
+
+def move_aside(path: str | os.PathLike, problem: str, *, move: bool = True) -> tuple[bool, str]:
+    """Move ``path`` aside to ``<name>.unusable`` so that this run regenerates it; (moved, the
+    sentence saying so, or that it could not be moved), ``problem`` completing "nqf: <path> ...".
+    With ``move`` False (a call that runs no job: a dry run, a summary, a run another one
+    holds the results for) nothing changes and the sentence says what a run would do."""
+    path = Path(path)
+    if not move:
+        return False, (f"nqf: {path} {problem}: left in place (this call runs no job); a run moves it aside "
+                       f"and regenerates it.")
     try:
+        aside = aside_path(path)
         os.replace(path, aside)
     except OSError as err:
         return False, (f"nqf: {path} {problem} and could not be moved aside ({err.strerror}); delete it so "
@@ -308,7 +328,7 @@ def output_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-def set_aside_outputs(paths_and_rules, check=None) -> list[str]:
+def set_aside_outputs(paths_and_rules, check=None, *, move: bool = True) -> list[str]:
     """Check each existing (path, rule) with ``check(path)`` (a problem or None; default
     :func:`output_problem`); move each that fails aside to ``<name>.unusable``; one sentence per
     file moved (or that could not be moved)."""
@@ -320,5 +340,69 @@ def set_aside_outputs(paths_and_rules, check=None) -> list[str]:
             continue
         problem = check(path)
         if problem is not None:
-            messages.append(move_aside(path, f"{problem} (it is made by the rule '{rule}')")[1])
+            messages.append(move_aside(path, f"{problem} (it is made by the rule '{rule}')", move=move)[1])
     return messages
+
+
+# -- paths that block or leak the workflow's writes -----------------------------------------------
+
+# the folders whose files Snakemake and the jobs open in place (not written to a temporary name
+# and renamed): a link there to a file outside results/ would be written through
+IN_PLACE = ("logs", "benchmarks")
+
+
+def outward_links(results: str | os.PathLike = "results") -> list[tuple[Path, str]]:
+    """Links under ``results/logs`` and ``results/benchmarks`` whose target lies outside the
+    results folder (resolved), with that target: Snakemake and the jobs open those files in place,
+    so they would write through the link. A results folder (or a subfolder) that is itself a link
+    to storage elsewhere is the user's choice and is left alone; nqf's other writers replace a
+    file by renaming, never through a link."""
+    root = Path(results)
+    if not root.is_dir():
+        return []
+    top = root.resolve()
+    found = []
+    for part in IN_PLACE:
+        base = root / part
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base):
+            for name in [*filenames, *dirnames]:
+                path = Path(dirpath) / name
+                if not path.is_symlink():
+                    continue
+                target = Path(os.path.realpath(path))
+                if not target.is_relative_to(top):
+                    found.append((path, str(target)))
+    return found
+
+
+def remove_outward_links(links, *, move: bool = True) -> list[str]:
+    """Remove each link of :func:`outward_links` (its target is not touched); one sentence each."""
+    out = []
+    for path, target in links:
+        what = f"nqf: {path} is a link to {target}, outside results/, which this run would overwrite"
+        if not move:
+            out.append(f"{what}: left in place (this call runs no job); a run removes the link.")
+            continue
+        try:
+            path.unlink()
+            out.append(f"{what}: removed the link (its target is untouched).")
+        except OSError as err:
+            out.append(f"{what} and the link could not be removed ({err.strerror}); remove it by hand.")
+    return out
+
+
+def blocked_folders(paths, results: str | os.PathLike = "results") -> list[Path]:
+    """Folders the workflow writes into (parents of ``paths``, under ``results``) that exist as
+    something other than a folder (e.g. ``results/runs`` replaced by a file): every job writing
+    there would fail with NotADirectoryError until it is moved."""
+    root = Path(results)
+    blocked = set()
+    for p in paths:
+        for parent in Path(p).parents:
+            if parent == root or not parent.is_relative_to(root):
+                break
+            if os.path.lexists(parent) and not parent.is_dir():
+                blocked.add(parent)
+    return sorted(blocked)

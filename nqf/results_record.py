@@ -35,7 +35,15 @@ FORMAT = 1
 def _files(results: Path):
     if not results.is_dir():
         return
-    for dirpath, dirnames, filenames in os.walk(results):
+    seen = set()
+    # links to folders are followed (a runs/ kept on scratch storage is still results), each real
+    # folder once
+    for dirpath, dirnames, filenames in os.walk(results, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
         dirnames[:] = [d for d in dirnames if not d.startswith(".")
                        and not (Path(dirpath) == results and d in SKIP_PARTS)]
         for name in filenames:
@@ -157,14 +165,31 @@ def changed_behind_mtime(results: str | os.PathLike = "results", record: str | o
 
 
 def new_to_record(paths, record: str | os.PathLike = RECORD) -> list[Path]:
-    """Those of ``paths`` the record does not hold with their present size and times."""
+    """Those of ``paths`` the record does not hold: absent from it, or whose size, mtime or ctime
+    differ from it, except a file whose size and mtime are the recorded ones and whose bytes
+    hash to the recorded SHA-256 (a copy of the tree made with its times, ``cp -a`` or
+    ``rsync -a``: the same content, a new ctime)."""
     old = load(record)
-    return [Path(p) for p in paths if (prev := old.get(str(p))) is None or tuple(prev[:3]) != _stat(Path(p))]
+    out = []
+    for p in paths:
+        p = Path(p)
+        prev, st = old.get(str(p)), _stat(p)
+        if prev is not None and tuple(prev[:3]) == st:
+            continue
+        if prev is not None and st is not None and tuple(prev[:2]) == st[:2]:
+            try:
+                if sha256(p) == prev[3]:
+                    continue
+            except OSError:
+                pass
+        out.append(p)
+    return out
 
 
-def set_aside_changed(paths) -> list[str]:
-    """Move each file aside to ``<name>.unusable``; one sentence per file."""
+def set_aside_changed(paths, *, move: bool = True) -> list[str]:
+    """Move each file aside to ``<name>.unusable`` (with ``move`` False: say that a run would);
+    one sentence per file."""
     from nqf.results_check import move_aside
 
     return [move_aside(path, "changed since nqf recorded it while its mtime stayed the same (copied with its "
-                             "times, restored, or edited outside the workflow)")[1] for path in paths]
+                             "times, restored, or edited outside the workflow)", move=move)[1] for path in paths]

@@ -1,8 +1,10 @@
 """Helpers for workflow jobs: logging to the rule's log file and clean failure messages.
 
 Known user-facing errors (bad config, unreadable result files, a full disk, divergence) end the job with one
-sentence in the log and on stderr instead of a traceback; anything else is a bug and keeps its
-traceback, written to the rule's log as well as to stderr.
+sentence in the log and on stderr instead of a traceback; so do a write that fails for want of
+space anywhere in the job (ENOSPC, EDQUOT, EFBIG: nqf.write_failures), a log file that cannot be
+opened, and running out of memory. Anything else is a bug and keeps its traceback, written to
+the rule's log as well as to stderr.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import sys
 from nqf.config import ConfigError
 from nqf.experiments.common import log_to_file
 from nqf.netcdf import ResultFileError, ResultWriteError
+from nqf.results_check import aside_path
 from nqf.training import TrainingDiverged
+from nqf.write_failures import out_of_space, write_error
 
 USER_ERRORS = (ConfigError, ResultFileError, ResultWriteError, TrainingDiverged)
 
@@ -29,7 +33,14 @@ def job(log_path: str | None, name: str):
     report as :class:`ResultWriteError` (the limit, and what to do)."""
     if hasattr(signal, "SIGXFSZ"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    log_to_file(log_path)
+    try:
+        log_to_file(log_path)
+    except OSError as exc:  # the log cannot be opened: a full disk, a folder not writable
+        error = write_error(log_path, exc)
+        if error is None:
+            raise
+        print(f"nqf: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     log = logging.getLogger(f"nqf.job.{name}")
     log.info("start %s", name)
     try:
@@ -38,14 +49,31 @@ def job(log_path: str | None, name: str):
         message = str(exc)
         if isinstance(exc, ResultFileError):
             message += set_aside(exc) or _what_to_do(exc)
-        log.error("%s", message)
-        print(f"nqf: {message}", file=sys.stderr)
-        raise SystemExit(1) from None
+        _stop(log, message)
+    except OSError as exc:
+        # a write outside nqf's writers (a library's cache, a file of another module) that failed
+        # for want of space: the same sentence as theirs
+        error = write_error(exc.filename or "a file of this job", exc) if out_of_space(exc) else None
+        if error is None:
+            log.exception("%s failed with an unexpected error (a bug in nqf: please report it with this log)", name)
+            raise
+        _stop(log, str(error))
+    except MemoryError as exc:
+        _stop(log, f"the {name} job ran out of memory ({str(exc) or 'MemoryError'}); run it where more memory is free "
+                   f"(`python -m nqf check-config` estimates each experiment's largest run) or lower the "
+                   f"experiment's sizes.")
     except Exception:
         # a bug, not a user error: the traceback goes to the rule's log as well as to stderr
         log.exception("%s failed with an unexpected error (a bug in nqf: please report it with this log)", name)
         raise
     log.info("done %s", name)
+
+
+def _stop(log: logging.Logger, message: str) -> None:
+    """End the job with nqf's one sentence, in its log and on stderr."""
+    log.error("%s", message)
+    print(f"nqf: {message}", file=sys.stderr)
+    raise SystemExit(1) from None
 
 
 def _what_to_do(exc: ResultFileError) -> str:
@@ -74,7 +102,7 @@ def set_aside(exc: ResultFileError, regenerated_by: str = "the next snakemake ca
             return (f" It was regenerated after an earlier copy was moved aside to {aside} and is wrong again, "
                     f"so it is left in place: the rule that writes it (or this check) is at fault; please "
                     f"report it (deleting both files retries once more).")
-        os.replace(path, aside)
+        os.replace(path, aside_path(path))  # an earlier .unusable is kept under a numbered name
     except OSError as err:
         return f" It could not be moved aside ({err.strerror}); delete it by hand."
     return f" It was moved aside to {aside}, so {regenerated_by} regenerates it."

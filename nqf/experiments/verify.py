@@ -148,7 +148,7 @@ def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLik
                     check_derived(structures[exp_id], ds, path, "train",
                                   dims=RUN_DIMS_OF_STRUCTURE.get(exp["kind"], ()))
         except ResultFileError as exc:
-            action = set_aside(exc, regenerated_by).strip() if move_aside else "left in place (--dry-run)"
+            action = set_aside(exc, regenerated_by).strip() if move_aside else "left in place (this call moves nothing)"
             findings.append(Finding(path, stage, str(exc), action))
             continue
         except Exception as exc:  # noqa: BLE001 (a file the checks themselves trip over: said, not moved)

@@ -200,7 +200,88 @@ def test_files_changed_behind_their_mtime_are_regenerated_in_the_same_call(tmp_p
     keep_mtime(data, nan_in("A_diag"))
     dry = verify("--dry-run")
     assert dry.returncode == 1 and "data/featurewise.nc is readable but wrong: variable 'A_diag'" in dry.stdout
-    assert "left in place (--dry-run)" in dry.stdout and data.exists()
+    assert "left in place (this call moves nothing)" in dry.stdout and data.exists()
     moved = verify()
     assert moved.returncode == 1 and "so the next snakemake call regenerates it" in moved.stdout
     assert not data.exists() and "1 wrong; rerun snakemake" in moved.stdout
+
+
+def test_a_dry_run_and_a_refused_run_change_nothing_while_a_run_trains(tmp_path):
+    """Issue 30: while run A trains, a dry run with another config and a second real run (which
+    Snakemake's lock refuses) used to move A's new files aside as 'made for another
+    configuration', so that A died on its missing outputs. Both now change nothing: every file
+    under results/ keeps its bytes, and A finishes."""
+    import hashlib
+    import subprocess
+    import sys
+    import time
+
+    from helpers import ROOT
+
+    cfg = read_test_config()
+    fw = cfg["experiments"]["featurewise"]
+    # featurewise finishes in seconds; featurewise_b trains for ~40 s, while the other calls run
+    cfg["experiments"] = {"featurewise": fw, "featurewise_b": dict(fw, steps=100_000)}
+    a_cfg, other = tmp_path / "a.yaml", tmp_path / "other.yaml"
+    a_cfg.write_text(yaml.safe_dump(cfg))
+    cfg["experiments"]["featurewise"] = dict(fw, eps=2e-3)
+    other.write_text(yaml.safe_dump(cfg))
+    work = tmp_path / "run"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work)]
+    run_a = subprocess.Popen([*cmd, "--cores", "2", "--configfile", str(a_cfg)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = work / "results" / "runs" / "featurewise" / "gd.nc"
+        deadline = time.time() + 300
+        while not first.exists() and run_a.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert first.exists() and run_a.poll() is None, "run A finished before the other calls could start"
+
+        def digest():
+            return {p: hashlib.sha256(p.read_bytes()).hexdigest()
+                    for p in (work / "results").rglob("*") if p.is_file() and p.suffix == ".nc"}
+
+        before = digest()
+        dry = snakemake(work, "--configfile", str(other), "-n", check=False)
+        refused = snakemake(work, "--configfile", str(other), check=False)
+        assert run_a.poll() is None, "run A finished before the other calls ended: make it longer"
+        after = digest()
+        assert {p: after.get(p) for p in before} == before  # nothing moved, nothing rewritten
+        for proc in (dry, refused):
+            text = proc.stdout + proc.stderr
+            assert "moved aside" not in text and "another snakemake run works on" in text, text[-2000:]
+        assert refused.returncode != 0  # Snakemake's lock refuses it
+        assert not list((work / "results").rglob("*.unusable"))
+    finally:
+        out, _ = run_a.communicate(timeout=600)
+    assert run_a.returncode == 0, out[-3000:]
+
+
+def test_a_dry_run_on_a_copied_tree_after_a_stopped_run_moves_nothing(tmp_path):
+    """A finished tree copied with its times (cp -a, rsync -a) and its record lost (as after a
+    stopped run, whose files nqf never recorded): a dry run with another config only says what a
+    run would do; a real run with the same config finds every file known by content."""
+    import shutil
+
+    cfg = small_config(tmp_path, ids=("featurewise",))
+    work = tmp_path / "run"
+    assert snakemake(work, "--configfile", str(cfg), check=False).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(work, copy, symlinks=True)  # copy2: the times, new ctimes
+    files = {p: p.read_bytes() for p in (copy / "results").rglob("*.nc")}
+    changed = yaml.safe_load(cfg.read_text())
+    changed["experiments"]["featurewise"]["eps"] = 2e-3
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(changed))
+    dry = snakemake(copy, "--configfile", str(other), "-n", check=False)
+    text = dry.stdout + dry.stderr
+    assert dry.returncode == 0 and "moved aside" not in text and "left in place" not in text, text[-2000:]
+    assert all(p.read_bytes() == b for p, b in files.items()) and not list(copy.rglob("*.unusable"))
+    (copy / ".snakemake" / "nqf_results.json").unlink()  # as after a stopped run
+    dry = snakemake(copy, "--configfile", str(other), "-n", check=False)
+    text = dry.stdout + dry.stderr
+    assert "made for another configuration" in text and "left in place" in text and "moved aside" not in text
+    assert all(p.read_bytes() == b for p, b in files.items()) and not list(copy.rglob("*.unusable"))
+    again = snakemake(copy, "--configfile", str(cfg), check=False)
+    assert again.returncode == 0 and "moved aside" not in again.stdout + again.stderr
+    assert all(p.read_bytes() == b for p, b in files.items())

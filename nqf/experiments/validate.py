@@ -170,20 +170,51 @@ def _short(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def config_problems(ds: xr.Dataset, expected: Mapping) -> list[str]:
-    """Keys whose value in the file's stored config differs from ``expected`` (one sentence)."""
-    try:
-        stored = config_of(ds)
-    except (TypeError, ValueError):
-        return ["its stored config (attribute config_json) is not valid JSON"]
+def _differ(stored: Mapping, expected: Mapping, what: str) -> list[str]:
     keys = sorted(set(stored) | set(expected))
     diff = [k for k in keys if stored.get(k, "<absent>") != expected.get(k, "<absent>")]
     if not diff:
         return []
     k = diff[0]
     more = f" (and {len(diff) - 1} more key(s))" if len(diff) > 1 else ""
-    return [f"it was made for another configuration: key '{k}' is {_short(stored.get(k, '<absent>'))} in the "
+    return [f"{what}: key '{k}' is {_short(stored.get(k, '<absent>'))} in the "
             f"file and {_short(expected.get(k, '<absent>'))} in the config{more}"]
+
+
+def config_problems(ds: xr.Dataset, expected: Mapping) -> list[str]:
+    """Keys whose value in the file's stored config differs from ``expected`` (one sentence)."""
+    try:
+        stored = config_of(ds)
+    except (TypeError, ValueError):
+        return ["its stored config (attribute config_json) is not valid JSON"]
+    return _differ(stored, expected, "it was made for another configuration")
+
+
+# every file made from an experiment's data (structure, theory, run and fit files) records the
+# data stage's config it was made from, so that a run trained on other data (other r, C_diag,
+# data_seed) is refused by the fit even though its own stage's keys match
+DATA_CONFIG = "data_config_json"
+
+
+def with_data_config(ds: xr.Dataset, exp_cfg: Mapping) -> xr.Dataset:
+    """``ds`` with the attribute :data:`DATA_CONFIG`: the data stage's config of ``exp_cfg``."""
+    ds.attrs[DATA_CONFIG] = json.dumps(expected_config(exp_cfg, "data"), sort_keys=True)
+    return ds
+
+
+def data_problems(ds: xr.Dataset, exp_cfg: Mapping) -> list[str]:
+    """Why a file made from the data was not made from the data ``exp_cfg`` makes (one sentence)."""
+    raw = ds.attrs.get(DATA_CONFIG)
+    if raw is None:
+        return [f"it does not record the data it was made from (attribute {DATA_CONFIG}): it was not "
+                f"written by this version of the workflow"]
+    try:
+        stored = json.loads(str(raw))
+    except ValueError:
+        return [f"its attribute {DATA_CONFIG} is not valid JSON"]
+    if not isinstance(stored, dict):
+        return [f"its attribute {DATA_CONFIG} is not a mapping of data keys"]
+    return _differ(stored, expected_config(exp_cfg, "data"), "it was made from other data")
 
 
 def _allowed(kind: str, stage: str, name: str) -> bool:
@@ -300,6 +331,8 @@ def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = Non
         return out
     expected = expected_config(exp_cfg, stage, run)
     out = config_problems(ds, expected)
+    if not out and stage != "data":
+        out = data_problems(ds, exp_cfg)
     if out:  # a file of another config: its sizes and values mean nothing here
         return out
     out += dimension_problems(ds, stage)

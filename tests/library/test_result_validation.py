@@ -10,7 +10,7 @@ import xarray as xr
 
 from helpers import kind_config
 from nqf.experiments.jobs import set_aside
-from nqf.experiments.validate import check_derived, expected_config, open_stage, problems
+from nqf.experiments.validate import check_derived, expected_config, open_stage, problems, with_data_config
 from nqf.netcdf import HOST, ResultFileError, write_dataset
 from nqf import results_check
 
@@ -24,6 +24,7 @@ def run_file(exp, run="diagonal_eps1e-03", **edit) -> xr.Dataset:
     ds = xr.Dataset({"loss": (("seed", "step"), np.ones((2, 4))), "z": (("seed", "step", "mode"), np.ones((2, 4, 2)))},
                     coords={"seed": [0, 1], "step": np.arange(4)})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "train", run))
+    with_data_config(ds, exp)
     for name, value in edit.items():
         ds[name] = value
     return ds
@@ -46,6 +47,7 @@ def test_declared_padding_may_hold_nan():
     real = kind_config("real_data", dataset="digits8x8", architectures=["mlp"], seeds=[0])
     ds = xr.Dataset({"r": (("arch", "mode"), [[1.0, np.nan]]), "loss_floor": ("arch", [np.nan])})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(real, "structure"))
+    with_data_config(ds, real)
     (problem,) = problems(ds, "structure", real)  # r pads with NaN on purpose; loss_floor does not
     assert "'loss_floor'" in problem
 
@@ -73,6 +75,7 @@ def test_fit_claim_passed_without_a_measurement(exp):
 
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "fit"))
+    with_data_config(ds, exp)
     for name in FIT_VARIABLES["collapse"]:  # what a collapse fit writes beside its claims
         ds[name] = ("mode", [1.0, 2.0])
     assert problems(ds, "fit", exp) == []
@@ -215,6 +218,7 @@ def test_theory_predictions_must_be_finite_where_the_science_says():
     fw = kind_config("featurewise", r=[1.0, 0.5])
     ds = xr.Dataset({"z": (("time", "mode"), np.ones((3, 2))), "glv_max_rel_error": ("mode", [np.nan, 0.0])})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(fw, "theory"))
+    with_data_config(ds, fw)
     assert problems(ds, "theory", fw) == []  # a diagnostic may be NaN
     ds["z"][1, 1] = np.nan
     (problem,) = problems(ds, "theory", fw)
@@ -222,6 +226,7 @@ def test_theory_predictions_must_be_finite_where_the_science_says():
     comp = kind_config("competition")
     ds = xr.Dataset({"loss": ("point", [1.0, 0.5]), "tau_suppressed": ("mode", [np.inf, np.nan, 1.0])})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(comp, "theory"))
+    with_data_config(ds, comp)
     assert problems(ds, "theory", comp) == []  # a mode that is never suppressed: inf on purpose
 
 
@@ -240,6 +245,7 @@ def test_file_of_another_experiment_is_named(exp):
 def test_square_matrix_cut_along_one_axis(exp):
     ds = xr.Dataset({"C": (("mode", "mode_j"), np.eye(3)[:2])})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "structure"))
+    with_data_config(ds, exp)
     (problem,) = problems(ds, "structure", exp)
     assert "'mode' and 'mode_j'" in problem and "sizes 2 and 3" in problem
 
@@ -281,6 +287,7 @@ def test_fit_file_lacking_a_variable_its_kind_writes():
     comp = kind_config("competition")
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(comp, "fit"))
+    with_data_config(ds, comp)
     for name in FIT_VARIABLES["competition"]:
         ds[name] = ("mode", [1.0, 2.0, 3.0])
     assert problems(ds, "fit", comp) == []
@@ -288,6 +295,7 @@ def test_fit_file_lacking_a_variable_its_kind_writes():
     assert "lacks the variable(s) staircase_gap" in problem and "competition" in problem
     diverged = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     diverged.attrs.update(config_json=ds.attrs["config_json"], diverged_runs="eps1e-03")
+    with_data_config(diverged, comp)
     assert problems(diverged, "fit", comp) == []  # a fit of diverged runs holds its claims only
 
 
@@ -313,8 +321,10 @@ def test_a_full_disk_is_one_sentence_and_leaves_no_temporary(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED")]
     assert len(lines) == 2, out.stdout + out.stderr
-    assert str(tmp_path / "big.nc") in lines[0] and "HDF error" in lines[0] and "free space" in lines[0]
-    assert "File too large" in lines[1]
+    # the cause named (the limit, which netCDF reports as an HDF error) and the fix
+    assert str(tmp_path / "big.nc") in lines[0] and "HDF error" in lines[0]
+    assert all("file size limit of 20 kB" in ln and "raise the limit (`ulimit -f unlimited`)" in ln for ln in lines)
+    assert "File too large, EFBIG" in lines[1]
     assert list(tmp_path.iterdir()) == []  # no temporary, no partial file
 
 
@@ -329,3 +339,17 @@ def test_data_variables_may_carry_leading_axes():
                      "A_diag": (("theta", "sample", "param"), np.zeros((3, 4, 2)))})
     assert dimension_problems(ds, "data") == []
     assert dimension_problems(ds.rename(sample="s"), "data")
+
+
+def test_a_run_trained_on_other_data_is_refused(exp):
+    """Issue 30: a run file whose own keys match the config but whose data differ (other r) used
+    to pass every check and feed the fit; the data config it records must be the config's."""
+    ds = run_file(exp)
+    assert problems(ds, "train", exp, "diagonal_eps1e-03") == []
+    other = dict(exp, r=[1.0, 0.6])
+    with_data_config(ds, other)
+    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    assert "made from other data" in problem and "'r'" in problem
+    del ds.attrs["data_config_json"]
+    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    assert "does not record the data it was made from" in problem

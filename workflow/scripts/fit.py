@@ -5,7 +5,7 @@ from nqf.experiments import kind_of, merge_seed_blocks, reading_of
 from nqf.experiments.common import with_reading
 from nqf.experiments.divergence import divergence_fit, diverged_runs
 from nqf.experiments.jobs import job
-from nqf.experiments.validate import RUN_DIMS_OF_STRUCTURE, check_derived, open_stage
+from nqf.experiments.validate import RUN_DIMS_OF_STRUCTURE, check_derived, open_stage, with_data_config
 from nqf.netcdf import write_dataset
 
 cfg = snakemake.params.cfg  # noqa: F821
@@ -26,5 +26,6 @@ with job(snakemake.log[0], "fit") as log:  # noqa: F821
         ds = kind_of(cfg).fit(structure, theory, runs, cfg)
     ds = with_reading(ds, reading_of(cfg))
     ds.attrs["experiment"] = exp
+    ds = with_data_config(ds, exp_cfg)
     write_dataset(ds, snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf fits of experiment {snakemake.wildcards.exp}")  # noqa: F821

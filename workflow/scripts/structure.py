@@ -1,7 +1,7 @@
 """Rule structure: Lotka-Volterra reduction and A(x) statistics from the data file."""
 from nqf.experiments import has_own_structure, structure_of
 from nqf.experiments.jobs import job
-from nqf.experiments.validate import open_stage
+from nqf.experiments.validate import open_stage, with_data_config
 from nqf.netcdf import write_dataset
 
 cfg = snakemake.params.cfg  # noqa: F821
@@ -13,5 +13,6 @@ with job(snakemake.log[0], "structure"):  # noqa: F821
                       experiment=snakemake.wildcards.exp)  # noqa: F821
     ds = structure_of(data, cfg)
     ds.attrs["experiment"] = snakemake.wildcards.exp  # noqa: F821
+    ds = with_data_config(ds, exp_cfg)
     write_dataset(ds, snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf structure statistics of experiment {snakemake.wildcards.exp}")  # noqa: F821

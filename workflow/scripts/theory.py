@@ -1,7 +1,7 @@
 """Rule theory: predictions from the structure statistics alone (no training)."""
 from nqf.experiments import kind_of
 from nqf.experiments.jobs import job
-from nqf.experiments.validate import open_stage
+from nqf.experiments.validate import open_stage, with_data_config
 from nqf.netcdf import write_dataset
 
 cfg = snakemake.params.cfg  # noqa: F821
@@ -11,5 +11,6 @@ with job(snakemake.log[0], "theory"):  # noqa: F821
                            experiment=snakemake.wildcards.exp)  # noqa: F821
     ds = kind_of(cfg).theory(structure, cfg)
     ds.attrs["experiment"] = snakemake.wildcards.exp  # noqa: F821
+    ds = with_data_config(ds, exp_cfg)
     write_dataset(ds, snakemake.output[0], config=cfg,  # noqa: F821
                   title=f"nqf theory of experiment {snakemake.wildcards.exp}")  # noqa: F821

@@ -13,7 +13,7 @@ import torch
 from nqf.experiments import kind_of, split_run_id
 from nqf.experiments.divergence import diverged_run, stable_lr_clause, structure_for_hint
 from nqf.experiments.jobs import job
-from nqf.experiments.validate import open_stage
+from nqf.experiments.validate import open_stage, with_data_config
 from nqf.netcdf import open_result, write_dataset
 from nqf.runs import with_run_coordinates
 from nqf.training import TrainingDiverged
@@ -44,4 +44,5 @@ with job(snakemake.log[0], "train") as log:  # noqa: F821
     ds.attrs.setdefault("run", run)
     # run parameters as scalar coordinates: the files of an experiment concatenate along 'run'
     ds = with_run_coordinates(ds, snakemake.wildcards.exp)  # noqa: F821
+    ds = with_data_config(ds, snakemake.config["experiments"][snakemake.wildcards.exp])  # noqa: F821
     write_dataset(ds, snakemake.output[0], config=cfg, title=title)  # noqa: F821

@@ -88,7 +88,9 @@ def preprocess(x_train: np.ndarray, x_test: np.ndarray, how: str, full_scale: fl
 
 
 def _square_images(x: np.ndarray, name: str) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
+    """``x`` as (n, H, W) images, in its own dtype (a view): the caller converts only the images it
+    takes to float64, not a whole file of them."""
+    x = np.asarray(x)
     if x.ndim == 2:
         side = int(round(np.sqrt(x.shape[1])))
         if side * side != x.shape[1]:
@@ -182,7 +184,8 @@ def load_digit_task(dataset: str = "mnist5k", *, n_train: int = 4000, n_test: in
             raise ValueError(f"{str(file)!r}: image and label counts differ.")
         tr = _subset(len(d_all_tr), n_train, rng, "n_train")
         te = _subset(len(d_all_te), n_test, rng, "n_test")
-        x_tr, d_tr, x_te, d_te = x_all_tr[tr], d_all_tr[tr], x_all_te[te], d_all_te[te]
+        x_tr, d_tr = x_all_tr[tr].astype(np.float64), d_all_tr[tr]
+        x_te, d_te = x_all_te[te].astype(np.float64), d_all_te[te]
         full_scale, source = float(x_all_tr.max()), f"MNIST from {file.name}"
     else:
         raise ValueError(f"dataset must be one of {', '.join(DATASETS)}; got {dataset!r}.")

@@ -83,7 +83,13 @@ def explain(job: dict) -> str:
     text = "\n".join(_tail(p) for p in logs)
     where = f" (its log: {', '.join(logs)})" if logs else ""
     errors = [m["message"] for m in map(_ERROR_LINE.search, text.splitlines()) if m]
-    if "Traceback (most recent call last)" in text:
+    _, raised_here, traceback = text.rpartition("Traceback (most recent call last)")
+    if raised_here and any(w in traceback for w in _SPACE_WORDS):
+        raised = [ln.strip() for ln in traceback.splitlines() if ln.strip()][-1][:160]
+        return (f"nqf: {what} stopped because a write failed for want of space ({raised}){where}: the disk or "
+                f"your quota is full, or a file size limit (ulimit -f) was reached; free space and rerun the same "
+                f"snakemake command (the finished jobs are kept).")
+    if raised_here:
         return (f"nqf: {what} failed with an unexpected error, a bug in nqf{where}: please report it with "
                 f"that log.")
     if errors:
@@ -101,6 +107,12 @@ def explain(job: dict) -> str:
                 f"the disk or your quota is probably full, or a file size limit (ulimit -f) was reached; "
                 f"free space and rerun the same snakemake command (the files written so far are complete "
                 f"and are kept).")
+    # a job whose log could not even take nqf's message, on a file system that is still full
+    full = _full_disk([*logs, *job["output"]])
+    if full:
+        unlogged = f": not even nqf's message reached its log ({', '.join(logs)})" if logs else ""
+        return (f"nqf: {what} stopped because the disk holding {full[0]} is full ({full[1]} there){unlogged}; "
+                f"free space on it and rerun the same snakemake command (the finished jobs are kept).")
     status = _STATUS.search(error)
     if status:
         return (f"nqf: {what} exited with status {status['code']} without nqf's message{where}; {resume}")
@@ -110,6 +122,18 @@ def explain(job: dict) -> str:
     return (f"nqf: {what} ended without finishing and without an error in its log{where}: it was "
             f"killed (out of memory, a cluster time limit, or a kill signal); its unfinished output was "
             f"removed, the finished jobs are kept, and rerunning the same command redoes it.")
+
+
+def _full_disk(paths) -> tuple[str, str] | None:
+    """(folder, '12 kB free') of the first of ``paths`` (a job's log and outputs) whose file system
+    is full (nqf.write_failures.disk_full, with its margin: the job's unfinished files are gone)."""
+    from nqf.write_failures import disk_full
+
+    for path in paths:
+        full = disk_full(path, margin=True)
+        if full:
+            return str(Path(path).parent) + "/", full
+    return None
 
 
 def summary(snakemake_log) -> list[str]:

@@ -11,7 +11,6 @@ leftover of a killed writer (nqf.results_check).
 from __future__ import annotations
 
 import datetime as _dt
-import errno
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import xarray as xr
 from nqf.cf_names import describe_variables
 from nqf.provenance import (COMMAND_VARIABLE, WORKFLOW_COMMIT_VARIABLE, command_line,  # noqa: F401
                             git_commit, package_versions, provenance)
+from nqf.write_failures import ResultWriteError, out_of_space, write_error  # noqa: F401
 
 ENGINE = "netcdf4"
 # This machine's name as it appears in temporary file names (characters a file name may hold).
@@ -46,29 +46,6 @@ class ResultFileError(RuntimeError):
         super().__init__(message)
         self.path = Path(path) if path is not None else None
         self.unusable = unusable
-
-
-class ResultWriteError(RuntimeError):
-    """A results file could not be written for want of space: a full disk or quota, or a file
-    size limit (ENOSPC, EDQUOT, EFBIG; the netCDF library reports these as 'NetCDF: HDF error').
-    The temporary file is removed; the files written before are complete and stay."""
-
-    def __init__(self, path: os.PathLike, exc: BaseException):
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        super().__init__(f"Could not write {path} ({reason}): the disk or your quota is probably full, or "
-                         f"a file size limit (ulimit -f) was reached; free space and rerun the same snakemake "
-                         f"command (the files written so far are complete and are kept).")
-        self.path = Path(path)
-
-
-_SPACE_ERRNOS = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
-
-
-def out_of_space(exc: BaseException) -> bool:
-    """Whether a failed write failed for want of space (see :class:`ResultWriteError`)."""
-    if isinstance(exc, OSError):
-        return exc.errno in _SPACE_ERRNOS
-    return isinstance(exc, RuntimeError) and "HDF error" in str(exc)
 
 
 def dataset(name: str, ds) -> xr.Dataset:
@@ -118,7 +95,10 @@ def temporary_beside(path: Path) -> tuple[int, str]:
     ``open`` would give (0666 minus the umask, 0644 under umask 022), so that the file renamed
     into place is readable by a collaborator as the umask intends (a shared results folder)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{HOST}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~current_umask())
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    except OSError:
+        pass  # a file system without modes (FAT, some network mounts) refuses chmod: the file stays 0600
     return fd, tmp
 
 
@@ -175,7 +155,6 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     if source is not None and not isinstance(source, str):
         raise TypeError(f"source must be a string or None; got a {type(source).__name__}.")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     ds = _plain_text(ds.copy())
     for name in list(ds.variables):
         var = ds[name]
@@ -202,18 +181,31 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     # text as CF character arrays (NC_CHAR, readable by every netCDF tool and CF checker)
     encoding.update({name: {"dtype": "S1", "char_dim_name": f"{name}_strlen"}
                      for name, var in ds.variables.items() if var.dtype.kind in "USO"})
-    fd, tmp = temporary_beside(path)
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = temporary_beside(path)
+        os.close(fd)
         ds.to_netcdf(tmp, engine=ENGINE, encoding=encoding)
         os.replace(tmp, path)
     except BaseException as exc:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if out_of_space(exc):
-            raise ResultWriteError(path, exc) from exc
+        failed_write(path, tmp, exc)
         raise
     return path
+
+
+def failed_write(path: Path, tmp: str | None, exc: BaseException) -> None:
+    """Remove the temporary file of a failed write and raise :class:`ResultWriteError` where the
+    user can fix the cause (nqf.write_failures: a full disk, a quota, a file size limit, no
+    permission); else return, and the caller re-raises ``exc``."""
+    if tmp is not None:
+        try:
+            os.remove(tmp)
+        except FileNotFoundError:
+            pass
+    error = write_error(path, exc)
+    if error is not None:
+        raise error from exc
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
@@ -221,17 +213,15 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str (written as UTF-8); got a {type(text).__name__}.")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temporary_beside(path)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = temporary_beside(path)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException as exc:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if out_of_space(exc):
-            raise ResultWriteError(path, exc) from exc
+        failed_write(path, tmp, exc)
         raise
     return path
 

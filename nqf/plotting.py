@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 
 from nqf import plot_layout  # noqa: E402
-from nqf.netcdf import ResultWriteError, out_of_space, temporary_beside  # noqa: E402
+from nqf.netcdf import failed_write, temporary_beside  # noqa: E402
 
 THEORY = {"linestyle": "--", "linewidth": 1.2}
 EXPERIMENT = {"linestyle": "-", "linewidth": 1.6}
@@ -65,10 +65,11 @@ def save(fig, paths, *, pdf_pages=()) -> None:
     for page in (fig, *pdf_pages):
         finish(page)
     for path in map(Path, paths):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = temporary_beside(path)  # named for the sweep of dead writers' leftovers, umask honoured
-        os.close(fd)
+        tmp = None
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = temporary_beside(path)  # named for the sweep of dead writers' leftovers, umask honoured
+            os.close(fd)
             if path.suffix == ".pdf" and pdf_pages:
                 with PdfPages(tmp) as pdf:
                     for page in (fig, *pdf_pages):
@@ -77,10 +78,7 @@ def save(fig, paths, *, pdf_pages=()) -> None:
                 fig.savefig(tmp, format=path.suffix.lstrip("."))
             os.replace(tmp, path)
         except BaseException as exc:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            if out_of_space(exc):
-                raise ResultWriteError(path, exc) from exc
+            failed_write(path, tmp, exc)  # a full disk, a quota, no permission: one sentence
             raise
     for page in (fig, *pdf_pages):
         plt.close(page)

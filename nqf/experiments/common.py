@@ -331,11 +331,33 @@ def summary_rows(exp_id: str, fit: xr.Dataset) -> list[dict]:
     return rows
 
 
+class _JobLog(logging.FileHandler):
+    """A workflow job's log file. A message it cannot take (the disk filled up, a quota) is said
+    once on stderr in nqf's words (nqf.write_failures), not with logging's traceback per message;
+    the messages still reach stderr, and the end of the run names the full disk (nqf.job_failures)."""
+
+    told = False
+
+    def handleError(self, record):
+        import sys
+
+        from nqf.write_failures import write_error
+
+        exc = sys.exc_info()[1]
+        error = write_error(self.baseFilename, exc) if isinstance(exc, OSError) else None
+        if error is None:
+            return super().handleError(record)
+        if not self.told:
+            self.told = True
+            print(f"nqf: {error} The job's further messages are on stderr only.", file=sys.stderr)
+
+
 def log_to_file(path: str | None) -> None:
-    """Send nqf's progress messages to a workflow job's log file (and stderr)."""
+    """Send nqf's progress messages to a workflow job's log file (and stderr). Raises OSError
+    where the log cannot be opened (nqf.experiments.jobs says why in one sentence)."""
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if path:
-        handlers.append(logging.FileHandler(path, mode="w"))
+        handlers.append(_JobLog(path, mode="w"))
     logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True,
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     logging.getLogger("nqf").setLevel(logging.INFO)

@@ -4,7 +4,9 @@ config names, and memory for the largest arrays of each experiment's largest run
 Each kind may define ``estimate(exp_cfg) -> {"bytes": b, "steps": n, "what": text}`` for its
 largest run: ``bytes`` the float64 arrays it holds at once (the recorded M history, modes^2 x
 recorded steps x replicas, the data and structure matrices), ``steps`` its training steps and
-``what`` the sizes they come from, for the message. :func:`generic_estimate` covers the others
+``what`` the sizes they come from, for the message; it may add ``key`` (the config key to
+name) and ``refusal`` (its own sentence for a machine too small, where '{available}' stands for
+the memory available). :func:`generic_estimate` covers the others
 from the keys every trained kind shares. An estimate is an order of magnitude (the trainer's
 own buffers, Python and torch add a few hundred MB); it refuses only what is far beyond the
 machine.
@@ -195,6 +197,8 @@ def size_problems(exp_id: str, exp: dict, kind: ModuleType, limit: int | None = 
     limit = machine_memory() if limit is None else int(limit)
     if est["bytes"] > limit:
         key = est.get("key", "n_record")
+        if est.get("refusal"):  # the kind's own sentence; '{available}' stands for the limit
+            return [(key, est["refusal"].replace("{available}", f"{limit / 2**30:.3g} GiB"))]
         return [(key, f"experiment {exp_id} would hold {human_bytes(est['bytes'])} in one run ({est['what']}, "
                       f"float64); this machine has {human_bytes(limit)} (set {MEMORY_ENV} to change the limit): "
                       f"lower {key} or the other sizes named.")]

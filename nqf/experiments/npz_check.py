@@ -2,7 +2,9 @@
 file exists and is readable, is a zip of .npy arrays, has x_train, y_train, x_test, y_test, and
 their shapes fit together and hold the images the config asks for. Only the arrays' headers are
 read (not the pixels), so a bad path or file is refused in one sentence at config time instead
-of in the data job.
+of in the data job. The same headers give the memory the data job needs to load the file
+(:func:`npz_arrays`, real_data's estimate): an array's shape and dtype, not the file's compressed
+size, which says nothing of it (a million blank images compress to under a megabyte).
 """
 from __future__ import annotations
 
@@ -23,6 +25,22 @@ def _header(archive: zipfile.ZipFile, key: str) -> tuple[tuple[int, ...], np.dty
         read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = read(fh)
     return tuple(shape), dtype
+
+
+def npz_arrays(path) -> dict[str, tuple[tuple[int, ...], np.dtype]] | None:
+    """Shape and dtype of each array of an MNIST .npz (x_train, y_train, x_test, y_test), from
+    their .npy headers alone (however large the arrays, nothing of them is read or allocated);
+    None where the file cannot be read so (:func:`npz_problems` says why)."""
+    try:
+        with zipfile.ZipFile(Path(str(path)).expanduser()) as archive:
+            return {k: _header(archive, k) for k in NPZ_KEYS}
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def array_bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """Bytes of an array of ``shape`` and ``dtype`` in memory (what np.load allocates for it)."""
+    return math.prod(shape) * np.dtype(dtype).itemsize
 
 
 def image_shape(shape: tuple[int, ...]) -> tuple[int, int] | None:

@@ -162,16 +162,61 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 def estimate(cfg: dict) -> dict:
     """The largest run (nqf.experiments.machine): the images (train and test, float64, 28x28 for
     MNIST, as the data stage holds them) and the recorded trajectories of every seed; the module
-    and its NQF themselves are small (p weights of a few hundred units)."""
+    and its NQF themselves are small (p weights of a few hundred units). With dataset mnist_npz,
+    the data job first reads the file's four arrays whole, in their own dtype: their bytes come
+    from the arrays' headers (their shapes and dtypes), whatever the file's compressed size; where
+    they are the largest part, ``refusal`` is the sentence for a machine too small."""
     from nqf.experiments.machine import generic_estimate
 
-    side = 8 if cfg["dataset"] == "digits8x8" else 28
+    side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
     counts = cfg["n_train"]  # a mapping missing an architecture is refused by check, after this
     n = max(int(counts.get(a, 0)) if isinstance(counts, dict) else int(counts) for a in cfg["architectures"])
     n += int(cfg["n_test"])
+    arrays = None
+    if cfg["dataset"] == "mnist_npz" and cfg.get("path"):
+        from nqf.experiments.npz_check import image_shape, npz_arrays
+
+        arrays = npz_arrays(cfg["path"])  # None for a file check() refuses
+        side = (image_shape(arrays["x_train"][0]) if arrays else None) or side
     loss = generic_estimate(cfg)
-    return {"bytes": 8 * 3 * n * side * side + 4 * loss["bytes"], "key": "n_train",
-            "what": f"{n} images of {side}x{side}", "steps": _largest_steps(cfg)}
+    images = 8 * 3 * n * side[0] * side[1] + 4 * loss["bytes"]
+    out = {"bytes": images, "key": "n_train", "what": f"{n} images of {side[0]}x{side[1]}",
+           "steps": _largest_steps(cfg)}
+    if arrays is not None:
+        out.update(_npz_part(cfg["path"], arrays, n, images))
+    return out
+
+
+def _npz_part(path, arrays: dict, n: int, images: int) -> dict:
+    """The estimate's part for an .npz read whole (its arrays in their dtypes, and the labels as
+    int64), added to the ``images`` bytes of the ``n`` images the run keeps."""
+    from pathlib import Path
+
+    from nqf.experiments.npz_check import array_bytes
+    from nqf.write_failures import size_text
+
+    sizes = {k: array_bytes(*arrays[k]) for k in arrays}
+    labels = sum(8 * (arrays[k][0][0] if arrays[k][0] else 1) for k in ("y_train", "y_test"))  # as int64
+    held = sum(sizes.values()) + labels
+    largest = max(sizes, key=sizes.get)
+    shape, dtype = arrays[largest]
+    file = Path(str(path)).expanduser()
+    gib = 2 ** 30
+    what = (f"the arrays of {file.name} read whole ({largest} of shape {tuple(shape)}, {np.dtype(dtype).name}: "
+            f"{sizes[largest] / gib:.3g} GiB), then {n} images as float64")
+    part = {"bytes": held + images, "what": what}
+    if held >= images:
+        try:
+            on_disk = f" (the file is {size_text(file.stat().st_size)} on disk, compressed)"
+        except OSError:
+            on_disk = ""
+        part.update(key="path", refusal=(
+            f"{largest} in {file.name} has shape {tuple(shape)} ({np.dtype(dtype).name}) by its header{on_disk}: "
+            f"the data job reads the file's arrays whole, {held / gib:.3g} GiB, and with the {n} images "
+            f"it keeps needs {(held + images) / gib:.3g} GiB, more than the {{available}} available here (set "
+            f"NQF_MAX_MEMORY_GB to change the limit); point path to an .npz with fewer images (this "
+            f"experiment uses {n} of them)."))
+    return part
 
 
 def _largest_steps(cfg: dict) -> int:

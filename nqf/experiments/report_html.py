@@ -4,12 +4,27 @@ verdicts on the report's front page (``results/reproduction_verdicts.html``, a f
 workflow/report/workflow.rst inserts). Every text from a fit file or the config is escaped; the
 output is ASCII (other characters as character references), so it reads the same whether the
 report embeds it in its front page or shows it on its own.
+
+Config text also reaches the report through Snakemake itself, which escapes none of it:
+
+* a job's params: the report writes them (``repr``) into a JSON object inside its
+  ``<script id="results">`` element, where a description holding ``</script>`` would end the
+  script and turn the rest into live HTML. Every param of a rule with report() outputs goes
+  through :func:`report_param`, whose ``repr`` writes each '<' as the Python escape ``\\x3c``
+  (the same value, so the same rerun trigger; the job's script gets the plain value);
+* the captions (workflow/report/*.rst, Jinja, then reStructuredText through docutils, then HTML
+  shown as is): config text goes in through ``.rst(key)`` of such a param (:func:`rst_text`),
+  which shows it literally: no link (docutils turns ``javascript:...`` into one), no raw HTML, no
+  directive.
 """
 from __future__ import annotations
 
 import html
 import math
+import string
+import unicodedata
 
+from nqf.experiments.contract import StageConfig
 from nqf.experiments.reproduction import COUNTED, PAGE_STYLE, Experiment, _num, config_sentence, counted, figure_sections
 
 # The columns of a claims table: (heading, row key); the experiment is the page's title.
@@ -108,3 +123,59 @@ def verdicts_fragment(experiments: list[Experiment], config: dict | None = None)
                        f"<td><code>{_esc(e.exp_id)}</code>: {text}</td></tr>")
     out.append("</table>")
     return _ascii("\n".join(out) + "\n")
+
+
+# -- config text in Snakemake's own report -------------------------------------------------------
+
+def rst_text(value) -> str:
+    """``value`` as reStructuredText that shows it literally inside a paragraph of a report
+    caption: every run of white space or control characters (line breaks included) as one space,
+    and every ASCII punctuation mark backslash-escaped, so that no inline markup, hyperlink
+    (docutils links a bare ``javascript:...``), substitution, role, directive (``.. raw:: html``,
+    ``.. include::``) or list can start in it; docutils then writes '<', '>' and '&' as character
+    references."""
+    text = "".join(" " if unicodedata.category(ch)[0] in "CZ" else ch for ch in str(value))
+    return "".join("\\" + ch if ch in string.punctuation else ch for ch in " ".join(text.split()))
+
+
+class _ReportParam:
+    """A rule param as Snakemake's report shows it (``repr``, in a ``<script>`` element): every '<'
+    written as the Python escape ``\\x3c``, so that no ``</script>`` or ``<!--`` of config text
+    ends or bends the script (the value is unchanged; eval of the repr gives it back). ``rst(key)``
+    is the entry ``key`` for a caption (:func:`rst_text`)."""
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("<", "\\x3c")
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
+    def rst(self, key) -> str:
+        return rst_text(dict.get(self, key, ""))
+
+
+class _ReportDict(_ReportParam, dict):
+    def __reduce__(self):  # the job's script gets a plain dict
+        return (dict, (dict(self),))
+
+
+class _ReportList(_ReportParam, list):
+    def __reduce__(self):
+        return (list, (list(self),))
+
+
+class _ReportStageConfig(_ReportParam, StageConfig):
+    """A stage's config (pickles into the job's script as the plain StageConfig)."""
+
+
+def report_param(value):
+    """``value`` (a dict, a list or a stage's config) as a param of a rule whose outputs are in
+    Snakemake's report: the same value, whose repr holds no '<' (see :class:`_ReportParam`)."""
+    if isinstance(value, StageConfig):
+        return _ReportStageConfig(dict(value), value.stage)
+    if isinstance(value, dict):
+        return _ReportDict(value)
+    if isinstance(value, list):
+        return _ReportList(value)
+    raise TypeError(f"a param of a rule with report() outputs must be a dict or a list (its repr is made "
+                    f"safe for the report's <script> element); got a {type(value).__name__}.")

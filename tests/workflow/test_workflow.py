@@ -237,6 +237,43 @@ def test_html_report_groups_figures_and_claims_by_experiment(finished):
     assert "<td>Fig. 3 (left, middle)</td>" in front and "<code>featurewise</code>: <b>holds (" in front
 
 
+def test_html_report_shows_a_hostile_description_as_text(finished, tmp_path):
+    """Issue 30: Snakemake writes a job's params unescaped into the report's <script id="results">
+    and renders captions without escaping, so a description holding </script> used to end that
+    script and turn the rest into live HTML. A copy of the finished run with such a description
+    reruns its figure and the pages, and the report keeps the text as text."""
+    import shutil
+    from html.parser import HTMLParser
+
+    hostile = "</script><img src=x onerror=alert(1)> javascript:alert(2)"
+    work = tmp_path / "wf"
+    shutil.copytree(finished[0], work, symlinks=True)  # mtimes kept: only what the description changes reruns
+    cfg = write_config(tmp_path, experiments__featurewise_b__description=hostile)
+    snakemake(work, "--configfile", str(cfg))
+    snakemake(work, "--configfile", str(cfg), "--report", "results/report.html")
+    html = (work / "results" / "report.html").read_text()
+
+    class Tags(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append((tag, dict(attrs)))
+
+    parser = Tags()
+    parser.feed(html)
+    assert not [t for t, attrs in parser.tags if "onerror" in attrs or attrs.get("src") == "x"]
+    assert "</script><img" not in html
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    png = next(r for p, r in results.items() if p.endswith("/featurewise_b.png"))
+    assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; javascript:alert(2)" in png["caption"]
+    assert "href=\"javascript:alert" not in png["caption"]
+    assert "\\x3c/script>\\x3cimg src=x onerror=alert(1)>" in png["job_properties"]["params"]
+    for page in ("figures/featurewise_b.claims.html", "reproduction.html", "reproduction_verdicts.html"):
+        assert "<img" not in (work / "results" / page).read_text(), page
+
+
 # Empty CF tables for the checker, which otherwise downloads them (no file here uses a standard
 # name, area type or region, so an empty table checks the same).
 _CF_TABLES = {"std": "<standard_name_table><version_number>0</version_number><last_modified>2026-01-01T00:00:00Z"

@@ -15,6 +15,7 @@ from snakemake.exceptions import WorkflowError
 from nqf import experiments as nqf_experiments
 from nqf import provenance as nqf_provenance
 from nqf.experiments import reproduction as nqf_reproduction
+from nqf.experiments import report_html as nqf_report_html
 from nqf.config import ConfigError, load_workflow_config, validate_config
 from nqf.experiments.machine import cluster_executor
 
@@ -69,6 +70,16 @@ def experiment(wildcards):
 def stage_params(stage):
     """The config keys a stage reads, as a rule param: changing them reruns that stage."""
     return lambda wildcards: nqf_experiments.stage_config(experiment(wildcards), stage)
+
+
+def report_params(value):
+    """A param of a rule whose outputs are in Snakemake's report, which writes params unescaped
+    into a <script> element: the same value with a repr free of '<'
+    (nqf.experiments.report_html.report_param), as a function (Snakemake rebuilds a plain list
+    param, and would lose that repr). ``value`` is the value or a function of the wildcards."""
+    if callable(value):
+        return lambda wildcards: nqf_report_html.report_param(value(wildcards))
+    return lambda wildcards: nqf_report_html.report_param(value)
 
 
 def run_params(wildcards):

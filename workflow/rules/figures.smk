@@ -17,8 +17,9 @@ rule figure:
     benchmark:
         "results/benchmarks/figure/{exp}.tsv"
     params:
-        cfg=stage_params("figure"),
-        style=config["figures"],
+        # (every param of a rule with report() outputs goes through report_params)
+        cfg=report_params(stage_params("figure")),
+        style=report_params(config["figures"]),
     script:
         "../scripts/figure.py"
 
@@ -35,7 +36,7 @@ rule summary:
         "results/benchmarks/summary.tsv"
     params:
         # sorted: reordering experiments in a config must not rerun the summary
-        experiments=sorted(EXPERIMENTS),
+        experiments=report_params(sorted(EXPERIMENTS)),
     script:
         "../scripts/summary.py"
 
@@ -58,7 +59,7 @@ rule structure_figure:
     benchmark:
         "results/benchmarks/structure_figure.tsv"
     params:
-        style=config["figures"],
+        style=report_params(config["figures"]),
     script:
         "../scripts/structure_figure.py"
 
@@ -97,7 +98,7 @@ rule reproduction:
     benchmark:
         "results/benchmarks/reproduction.tsv"
     params:
-        experiments=reproduction_params(),
-        config=VERDICT_IDENTITY,
+        experiments=report_params(reproduction_params()),
+        config=report_params(VERDICT_IDENTITY),
     script:
         "../scripts/reproduction.py"

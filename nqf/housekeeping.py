@@ -161,7 +161,7 @@ def before_planning(workflow, experiments, argv=None, results: str | os.PathLike
     out += results_check.set_aside_outputs(tables, lambda p: verify.table_problem(p, experiments, results),
                                            move=move)
     out += results_record.set_aside_changed(results_record.changed_behind_mtime(results), move=move)
-    new = results_record.new_to_record([p for p in made_by if p.suffix == ".nc" and p.exists()])
+    new = results_record.new_to_record([p for p in made_by if p.suffix in (".nc", ".csv") and p.is_file()])
     for finding in verify.verify_results(experiments, results, only=new, move_aside=move,
                                          regenerated_by="this run"):
         if finding.problem:

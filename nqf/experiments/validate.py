@@ -285,6 +285,46 @@ def claim_problems(ds: xr.Dataset) -> list[str]:
         i = int(np.nonzero(hollow)[0][0])
         return [f"claim {i} ({_short(str(ds['claim_quantity'].values[i]))}) is marked passed without a finite "
                 f"measured and predicted value"]
+    return claim_consistency_problems(ds)
+
+
+def claim_consistency_problems(ds: xr.Dataset) -> list[str]:
+    """Claims whose columns contradict each other: a stored rel_error that is neither
+    |measured - predicted| / |predicted| nor |measured - predicted| (Claim.rel_error), or a
+    close-comparison row (finite tolerance) whose passed is not rel_error <= tolerance (and
+    judged). An edit of one column (a measurement changed, a verdict flipped) shows here."""
+    m = ds["claim_measured"].values.astype(float)
+    p = ds["claim_predicted"].values.astype(float)
+    if "claim_rel_error" not in ds:
+        return []
+    stored = ds["claim_rel_error"].values.astype(float)
+    finite = np.isfinite(m) & np.isfinite(p)
+    absolute = np.abs(m - p)
+    relative = absolute / np.maximum(np.abs(p), 1e-300)
+
+    def same(a, b):
+        return np.isclose(a, b, rtol=1e-9, atol=0.0) | (a == b)
+
+    with np.errstate(invalid="ignore"):
+        wrong = (finite & ~(same(stored, relative) | same(stored, absolute))) | (~finite & np.isfinite(stored))
+    if wrong.any():
+        i = int(np.nonzero(wrong)[0][0])
+        return [f"claim {i} ({_short(str(ds['claim_quantity'].values[i]))}) has rel_error {stored[i]:.6g}, but its "
+                f"measured {m[i]:.6g} and predicted {p[i]:.6g} give {relative[i]:.6g} (relative) or "
+                f"{absolute[i]:.6g}: a column was changed after the fit wrote it"]
+    if "claim_tolerance" in ds:
+        tol = ds["claim_tolerance"].values.astype(float)
+        judged = ds["claim_judged"].values.astype(bool) if "claim_judged" in ds else np.ones(len(m), bool)
+        close = np.isfinite(tol)
+        with np.errstate(invalid="ignore"):
+            should = judged & np.isfinite(stored) & (stored <= tol)
+        passed = ds["claim_passed"].values.astype(bool)
+        flipped = close & (passed != should)
+        if flipped.any():
+            i = int(np.nonzero(flipped)[0][0])
+            return [f"claim {i} ({_short(str(ds['claim_quantity'].values[i]))}) is marked "
+                    f"{'passed' if passed[i] else 'failed'} with rel_error {stored[i]:.6g} against tolerance "
+                    f"{tol[i]:.6g}: a column was changed after the fit wrote it"]
     return []
 
 

@@ -78,11 +78,13 @@ def _read_table(path: Path) -> tuple[list[str], list[dict]] | None:
         return None
 
 
-def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path = Path("results")) -> str | None:
+def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path = Path("results"), *,
+                  against_fits: bool = False) -> str | None:
     """Why the summary or a claims table of the DAG does not hold what its rule writes (None when
     it may): its header must be :data:`nqf.experiments.common.SUMMARY_COLUMNS`; a claims table's
     rows are all of its experiment; the summary names only the config's experiments and every one
-    whose claims table has rows. (The form, a table cut short, is
+    whose claims table has rows; with ``against_fits``, every row is the one its fit file gives
+    (:func:`rows_problem`). (The form, a table cut short, is
     :func:`nqf.results_check.output_problem`'s.)"""
     from nqf.experiments.common import SUMMARY_COLUMNS
 
@@ -97,7 +99,9 @@ def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path 
     if path.name.endswith(".claims.csv"):
         exp = path.name.removesuffix(".claims.csv")
         other = sorted(found - {exp})
-        return f"holds rows of another experiment ({other[0]})" if other else None
+        if other:
+            return f"holds rows of another experiment ({other[0]})"
+        return rows_problem(path, rows, [exp], results) if against_fits else None
     unknown = sorted(found - set(experiments))
     if unknown:
         return f"holds rows of an experiment the config does not run ({unknown[0]})"
@@ -105,7 +109,55 @@ def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path 
         claims = _read_table(results / "figures" / f"{exp}.claims.csv")
         if claims is not None and claims[1]:
             return f"lacks the rows of experiment {exp} (its claims table has them): it is cut short"
+    return rows_problem(path, rows, sorted(experiments), results) if against_fits else None
+
+
+def rows_problem(path: Path, rows: list[dict], exps, results: Path) -> str | None:
+    """The first row of the claims table or summary ``path`` that its experiments' fit files do
+    not give (rebuilt as the rules write them: nqf.experiments.common.summary_rows); None when
+    every row is theirs, when a fit file cannot be read (its own check names it), or when a fit
+    file is newer than the table (Snakemake remakes the table from it)."""
+    import csv
+    import io
+
+    from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
+    from nqf.netcdf import open_result
+
+    rebuilt = []
+    for exp in exps:
+        fit_path = Path(results) / FOLDERS["fit"] / f"{exp}.nc"
+        try:
+            if fit_path.stat().st_mtime > Path(path).stat().st_mtime:
+                return None
+            with open_result(fit_path, made_by="fit") as fit:
+                rebuilt += summary_rows(exp, fit)
+        except (ResultFileError, OSError, ValueError):
+            return None
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rebuilt)
+    expected = list(csv.DictReader(io.StringIO(buffer.getvalue())))
+    key = lambda row: tuple(row.get(c) or "" for c in SUMMARY_COLUMNS)  # noqa: E731
+    missing = sorted(set(map(key, expected)) - set(map(key, rows)))
+    extra = [r for r in rows if key(r) not in set(map(key, expected))]
+    if extra:
+        r = extra[0]
+        twin = next((e for e in expected if (e["experiment"], e["quantity"], e["reading"])
+                     == (r.get("experiment"), r.get("quantity"), r.get("reading"))), None)
+        if twin is not None:
+            col = next(c for c in SUMMARY_COLUMNS if (r.get(c) or "") != (twin.get(c) or ""))
+            return (f"has {col} {_cut(r.get(col))} for {r['experiment']}: {_cut(r['quantity'])}, where its fit "
+                    f"file gives {_cut(twin.get(col))}: it was changed after the rule wrote it")
+        return f"holds a row its fit files do not give ({r.get('experiment')}: {_cut(r.get('quantity'))})"
+    if missing:
+        return f"lacks {len(missing)} row(s) its fit files give: it is out of date or cut short"
     return None
+
+
+def _cut(text, limit: int = 60) -> str:
+    text = str(text)
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
 
 def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLike = "results", *,
@@ -157,4 +209,18 @@ def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLik
                                     "left in place"))
             continue
         findings.append(Finding(path, stage, ""))
+    # the summary and the claims tables, row by row against their fit files
+    from nqf.results_check import move_aside as _move_aside
+
+    for path, rule in made_by(experiments, results).items():
+        if path.suffix != ".csv" or not path.is_file() or (only is not None and path not in wanted):
+            continue
+        problem = table_problem(path, experiments, results, against_fits=True)
+        if problem is None:
+            findings.append(Finding(path, rule, ""))
+            continue
+        moved, sentence = _move_aside(path, f"{problem} (it is made by the rule '{rule}')", move=move_aside)
+        action = (f"It was moved aside to {path.name}.unusable, so {regenerated_by} regenerates it." if moved
+                  else "left in place (this call moves nothing)" if not move_aside else sentence)
+        findings.append(Finding(path, rule, f"The results file {path} is readable but wrong: it {problem}.", action))
     return findings

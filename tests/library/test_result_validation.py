@@ -353,3 +353,56 @@ def test_a_run_trained_on_other_data_is_refused(exp):
     del ds.attrs["data_config_json"]
     (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
     assert "does not record the data it was made from" in problem
+
+
+def test_a_fit_file_whose_claim_columns_were_edited_is_refused():
+    """Issue 30: a fit file with claim_measured doubled (rel_error and passed untouched) passed
+    verify and the summary printed measured 13.86 against predicted 6.91 with passed True."""
+    from nqf.experiments.common import Claim, claims_dataset
+    from nqf.experiments.validate import claim_consistency_problems
+
+    ds = claims_dataset([Claim("t*_1", 6.91, 6.93, 0.05), Claim("gap", 0.0, 0.01, 0.05, relative=False),
+                         Claim("bound", 1.0, 0.5, 0.0, comparison="at_most")])
+    assert claim_consistency_problems(ds) == []
+    doubled = ds.copy(deep=True)
+    doubled["claim_measured"].values[0] *= 2
+    (problem,) = claim_consistency_problems(doubled)
+    assert "claim 0 (\"t*_1\") has rel_error" in problem and "changed after the fit wrote it" in problem
+    flipped = ds.copy(deep=True)
+    flipped["claim_passed"].values[1] = False
+    (problem,) = claim_consistency_problems(flipped)
+    assert "claim 1 (\"gap\") is marked failed" in problem
+
+
+def test_a_summary_row_is_checked_against_its_fit_file(tmp_path):
+    """Issue 30: `verify` rebuilds each row of the summary and of a claims table from its fit file
+    instead of trusting the table's columns."""
+    import csv
+    import io
+
+    from nqf.experiments.common import SUMMARY_COLUMNS, Claim, claims_dataset, summary_rows
+    from nqf.experiments.verify import table_problem
+
+    results = tmp_path / "results"
+    fit = claims_dataset([Claim("t*_1", 6.91, 6.93, 0.05), Claim("t*_2", 20.0, 21.0, 0.1)])
+    write_dataset(fit, results / "fits" / "fw.nc", title="nqf fits of experiment fw")
+
+    def table(rows):
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+        return buffer.getvalue()
+
+    rows = summary_rows("fw", fit)
+    summary = results / "summary.csv"
+    summary.write_text(table(rows))
+    experiments = {"fw": {"kind": "featurewise"}}
+    assert table_problem(summary, experiments, results, against_fits=True) is None
+    rows[0]["measured"] = 13.86
+    summary.write_text(table(rows))
+    problem = table_problem(summary, experiments, results, against_fits=True)
+    assert problem.startswith("has measured '13.86' for fw: 't*_1'") and "changed after the rule wrote it" in problem
+    assert table_problem(summary, experiments, results) is None  # the cheap check does not open fit files
+    summary.write_text(table(rows[1:]))
+    assert "lacks 1 row(s)" in table_problem(summary, experiments, results, against_fits=True)

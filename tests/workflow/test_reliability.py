@@ -285,3 +285,29 @@ def test_a_dry_run_on_a_copied_tree_after_a_stopped_run_moves_nothing(tmp_path):
     again = snakemake(copy, "--configfile", str(cfg), check=False)
     assert again.returncode == 0 and "moved aside" not in again.stdout + again.stderr
     assert all(p.read_bytes() == b for p, b in files.items())
+
+
+def test_a_results_folder_replaced_by_a_file_is_moved_aside_and_regenerated(tmp_path):
+    """Issue 30: `results/runs` replaced by a file gave Snakemake's NotADirectoryError on every
+    run until removed by hand; a benchmark file linked to a file outside results/ was written
+    through. The next run moves the file aside, removes the link, and regenerates the runs."""
+    import shutil
+
+    cfg = small_config(tmp_path, ids=("featurewise",))
+    work = tmp_path / "run"
+    assert snakemake(work, "--configfile", str(cfg), check=False).returncode == 0
+    runs = work / "results" / "runs"
+    shutil.rmtree(runs)
+    runs.write_text("not a folder")
+    precious = tmp_path / "precious.tsv"
+    precious.write_text("keep me\n")
+    bench = work / "results" / "benchmarks" / "train" / "featurewise" / "gd.tsv"
+    bench.unlink()
+    bench.symlink_to(precious)
+    again = snakemake(work, "--configfile", str(cfg), check=False)
+    text = again.stdout + again.stderr
+    assert again.returncode == 0, text[-3000:]
+    assert "results/runs is not a folder" in text and "moved aside to runs.unusable" in text
+    assert "outside results/" in text and "removed the link" in text
+    assert (runs / "featurewise" / "gd.nc").is_file() and (work / "results" / "runs.unusable").is_file()
+    assert precious.read_text() == "keep me\n"

@@ -101,10 +101,13 @@ def take_results_lock(results: str | os.PathLike = "results", *, keep: bool = Tr
     if not keep:
         fh.close()  # closing releases it
         return None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"pid {os.getpid()} on {os.uname().nodename}, in {Path.cwd()}\n")
-    fh.flush()
+    try:  # who holds it, for another run's message; on a full disk the lock holds without it
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {os.uname().nodename}, in {Path.cwd()}\n")
+        fh.flush()
+    except OSError:
+        pass
     _held.append(fh)
     return None
 

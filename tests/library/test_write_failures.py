@@ -185,6 +185,31 @@ def test_the_end_of_the_run_names_a_disk_too_full_for_the_jobs_log(tmp_path, mon
     assert "bug" not in told
 
 
+def test_the_results_lock_holds_on_a_full_disk(tmp_path, monkeypatch):
+    """nqf's lock on results/ is taken when Snakemake parses the Snakefile: writing who holds it
+    into the lock file failed with a bare OSError there ('OSError in file housekeeping.smk'),
+    before any job could say the disk is full. The lock holds without that line."""
+    from nqf import housekeeping
+
+    real_open = open
+
+    class FullFile:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def write(self, text):
+            _full()
+
+    monkeypatch.setattr(housekeeping, "open", lambda *a, **k: FullFile(real_open(*a, **k)), raising=False)
+    monkeypatch.setattr(housekeeping, "_held", [])
+    assert housekeeping.take_results_lock(tmp_path / "results") is None
+    assert len(housekeeping._held) == 1
+    housekeeping._held[0].close()
+
+
 def _can_mount_tmpfs() -> bool:
     if not shutil.which("unshare") or sys.platform != "linux":
         return False

@@ -12,6 +12,9 @@ imported from its submodule (``nqf.closed_forms.theorem5``, ``nqf.scaling.power_
   ``staircase`` (eps -> 0 limit), ``predicted_ignition_times``, ``ignition_times``,
   ``predicted_seed_scatter`` (nqf.ignition), ``predict_exponent``, ``fit_power_law`` (nqf.scaling).
 * Training: ``QuadraticModel``, ``train``, ``TrainingDiverged``.
+* ``NQFWarning``: the category of every warning about a usable but degraded result (a run that
+  did not settle, a half-precision loss floor, ZGZ failing); ``warnings.simplefilter("error",
+  nqf.NQFWarning)`` turns them into errors.
 
 The names are resolved on first use (PEP 562): ``import nqf`` loads no submodule, so a workflow
 job that needs only the theory (numpy, scipy) never pays for importing torch.
@@ -40,6 +43,7 @@ _SOURCES = {
     "QuadraticModel": "nqf.quadratic",
     **dict.fromkeys(("TrainingDiverged", "train"), "nqf.training"),
     "open_runs": "nqf.runs",
+    "NQFWarning": "nqf._checks",
 }
 
 __all__ = [*_SOURCES, "architectures"]

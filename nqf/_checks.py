@@ -6,8 +6,10 @@ integrating garbage or surfacing as a numpy/torch error (or as "training diverge
 the cause. Every check here is O(size of the argument) (the PSD test is one Cholesky), so it is
 done once per public call and never inside an integrator's or optimiser's loop.
 
-Errors are ``ValueError`` (wrong value or shape) or ``TypeError`` (not a number at all); values
-in messages are summarised (shape, count of bad entries, range), never printed whole.
+Errors are ``ValueError`` (wrong value or shape), ``TypeError`` (not a number at all) or
+``MemoryError`` (arrays estimated from the shapes that do not fit, refused before allocating);
+values in messages are summarised (shape, count of bad entries, range), never printed whole.
+Results that are usable but degraded are warned about with ``NQFWarning``.
 """
 from __future__ import annotations
 
@@ -376,3 +378,60 @@ def interaction_matrix(C, K: int, *, context: str = " (a Gram matrix (8/m) Lambd
     C = square("C", C, K)
     symmetric_psd("C", C, context=context)
     return C
+
+
+class NQFWarning(UserWarning):
+    """A result that nqf returns is usable but degraded (a precision floor, a run that did not
+    settle); the message names the cause and the fix."""
+
+
+# An environment variable that sets the memory a call may allocate, in GB (as for the workflow's jobs).
+MEMORY_ENV = "NQF_MAX_MEMORY_GB"
+
+
+def available_memory(device=None) -> int | None:
+    """Bytes that an allocation on ``device`` can take now: NQF_MAX_MEMORY_GB where set (it lowers
+    or raises the limit, as for the workflow's jobs), else the free memory of a CUDA device or this
+    machine's MemAvailable (/proc/meminfo; free pages by os.sysconf elsewhere); None when unknown."""
+    import os
+
+    if os.environ.get(MEMORY_ENV):
+        return int(float(os.environ[MEMORY_ENV]) * 1e9)
+    free = None
+    if getattr(device, "type", device) == "cuda":
+        import torch
+
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        try:
+            with open("/proc/meminfo") as fh:
+                free = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+        except (OSError, StopIteration, ValueError, IndexError):
+            try:
+                free = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_AVPHYS_PAGES"))
+            except (ValueError, OSError, AttributeError):
+                free = None
+    return free
+
+
+def memory(what: str, nbytes: float, knob: str, device=None) -> None:
+    """Refuse, before allocating, a call whose arrays (``nbytes``, estimated from the shapes) do not
+    fit in the memory available now, naming the size and the ``knob`` that reduces it (instead of
+    the allocator's error, or swapping, deep inside)."""
+    free = available_memory(device)
+    if free is not None and nbytes > free:
+        raise MemoryError(f"{what}: about {_bytes(nbytes)} would be allocated, but {_bytes(free)} is available"
+                          f"{' on ' + str(device) if getattr(device, 'type', device) == 'cuda' else ''}; {knob}.")
+
+
+def _bytes(n: float) -> str:
+    """3.2e10 -> '32 GB' (decimal units)."""
+    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} bytes"
+
+
+def half_precision(dtype) -> bool:
+    """True for torch.float16 and torch.bfloat16 (3 and 2 significant digits)."""
+    return str(dtype) in ("torch.float16", "torch.bfloat16")

@@ -110,6 +110,9 @@ class BlockBilinearForm(StructureForm):
         factors = [left, right] + ([] if scale is None else [scale])
         sizes = []
         for axis, what in enumerate(("samples", "outputs", "rank")):
+            if any(f.shape[axis] == 0 for f in factors):
+                raise ValueError(f"the structure form needs at least one entry on the factors' {what} axis; got sizes "
+                                 f"{[f.shape[axis] for f in factors]}" + (" (an empty batch of inputs x)." if axis == 0 else "."))
             n = max(f.shape[axis] for f in factors)
             if any(f.shape[axis] not in (1, n) for f in factors):
                 raise ValueError(f"factor {what} axes must be 1 or {n}; got "
@@ -247,8 +250,19 @@ class BlockBilinearForm(StructureForm):
         return out
 
     def dense(self) -> Tensor:
-        eye = torch.eye(self.m, dtype=self.left.dtype, device=self.left.device)
-        return self.weighted_sum(eye)
+        """The m dense p x p matrices, built a block of samples at a time (never an m x m identity)."""
+        from nqf.forms import check_dense_memory
+
+        K, pp = self.n_outputs, self.p * self.p
+        chunk = max(1, min(self.n_samples, int((2 ** 21 / K) ** 0.5), 2 ** 21 // (K * pp)))  # work space ~16 MB
+        check_dense_memory(self, self.left, extra=(chunk * K) ** 2 + 2 * chunk * K * pp)
+        out = torch.empty(self.m, self.p, self.p, dtype=self.left.dtype, device=self.left.device)
+        for start in range(0, self.n_samples, chunk):
+            stop = min(self.n_samples, start + chunk)
+            part = self if chunk >= self.n_samples else self.subset(slice(start, stop))
+            eye = torch.eye((stop - start) * K, dtype=self.left.dtype, device=self.left.device)
+            out[start * K:stop * K] = part.weighted_sum(eye)
+        return out
 
     def subset(self, samples: slice) -> "BlockBilinearForm":
         """The same form restricted to a slice of samples (all outputs kept)."""

@@ -48,6 +48,17 @@ def _real_tensor(name: str, x) -> Tensor:
     return x if x.is_floating_point() else x.to(torch.float64)
 
 
+def check_dense_memory(form: "StructureForm", like: Tensor, extra: int = 0) -> None:
+    """Refuse ``form.dense()`` (m matrices of p x p, plus ``extra`` entries of work space) where it
+    does not fit in the memory available on ``like``'s device, before allocating."""
+    from nqf import _checks
+
+    _checks.memory(f"the dense structure matrices of this form (m = {form.m} data matrices of p x p = {form.p} x {form.p})",
+                   (form.m * form.p * form.p + extra) * like.element_size(),
+                   "pass fewer samples (an architecture's form.subset(slice(0, n))) or a layer with fewer weights "
+                   "per unit; the form's outputs and apply_weighted never build them", like.device)
+
+
 def as_tensor(x, dtype=torch.float64, device=None) -> Tensor:
     """A float tensor (float64 by default) from an array-like."""
     if isinstance(x, Tensor):
@@ -151,6 +162,7 @@ class DiagonalForm(StructureForm):
         return (c @ self.diag)[..., :, None] * W
 
     def dense(self) -> Tensor:
+        check_dense_memory(self, self.diag)
         return torch.diag_embed(self.diag)
 
     def to(self, device=None, dtype=None) -> "DiagonalForm":

@@ -140,3 +140,59 @@ def top_curvature(loss_fn, W, *, iters: int = 40):
     if bool((shift > 0).any()):
         lam = torch.where(shift > 0, iterate(shift) - shift, lam)
     return lam.clamp_min(0).detach().cpu().numpy()
+
+
+def first_growth_rate(form, y) -> float:
+    """r_1, the largest eigenvalue of (8/n) sum_mu y_mu A_mu (n = y.shape[0]): the top growth rate
+    of the modes and the loss's curvature where the first mode is learned (for diagonal C the
+    top eigenvalue of the Hessian at the end point: GD settles there only for c lr < 2 / r_1).
+    Power iteration on ``form.apply_weighted`` (never a p x p matrix), shifted when the largest
+    |eigenvalue| is negative; y a torch tensor of targets (n,) or (n, k)."""
+    import torch
+
+    c = 8.0 / y.shape[0] * y.reshape(-1).to(dtype=torch.float64)
+    form = form.to(dtype=torch.float64, device=c.device)
+    start = 1.0 + 0.5 * torch.cos(torch.arange(form.p, dtype=torch.float64, device=c.device))[:, None]
+
+    def top(shift: float) -> float:
+        v, lam = start / start.norm(), 0.0
+        for _ in range(100):
+            hv = form.apply_weighted(c, v) + shift * v
+            lam = float((v * hv).sum())
+            v = hv / hv.norm().clamp_min(1e-300)
+        return lam - shift
+
+    lam = top(0.0)
+    return top(-lam) if lam < 0 else lam
+
+
+def unsettled_message(tail, first, *, lr: float, factor: float, scale, loss: str, eps: float, rate=None) -> str | None:
+    """A sentence when gradient descent ended oscillating instead of settling, else None.
+
+    ``tail``: the per-replica losses of the last steps (k, R), ``first``: those of step 0 (R,).
+    Below its stability bound GD decreases the loss at every step near a minimum; a rise over the
+    last steps larger than rounding (sqrt(eps) of the initial loss, 1e-3 of the current one) means
+    it hovers on a plateau it cannot settle on. ``rate``: a callable giving r_1 (models with a
+    structure form), to name the bound 2 / (c r_1); ``scale``: lr_scale per replica or None."""
+    tail, first = np.asarray(tail, float), np.asarray(first, float)
+    if tail.shape[0] < 3:
+        return None
+    rise = np.max(np.diff(tail, axis=0), axis=0)
+    bad = rise > np.maximum(np.sqrt(eps) * np.abs(first), 1e-3 * np.abs(tail[-1]))
+    if not bad.any():
+        return None
+    i = int(np.flatnonzero(bad)[np.argmax(rise[bad])])
+    s = 1.0 if scale is None else float(np.asarray(scale, float).reshape(-1)[i])
+    head = (f"train: gradient descent did not settle: over its last {tail.shape[0] - 1} steps the loss of "
+            f"{int(bad.sum())} of {bad.size} replica(s) rose (replica {i}: {tail[:, i].min():.3g} to "
+            f"{tail[:, i].max():.3g}) instead of decreasing, so the recorded end is an oscillation, not a minimum; ")
+    step = f"lr = {lr:g}" + (f" (x lr_scale {s:g})" if scale is not None else "")
+    r1 = rate() if rate is not None else None
+    if r1 is not None and np.isfinite(r1) and factor * lr * s * r1 > 2.0:
+        bound = 2.0 / (factor * s * r1)
+        return head + (f"{step} is above the stability bound 2 / (c r_1) = {bound:.4g} (r_1 = {r1:.4g}, the top growth "
+                       f"rate, is the loss's curvature where the first mode is learned; c = {factor:g} for "
+                       f"loss={loss!r}): train with lr below {bound:.4g}.")
+    return head + (f"{step} is above the stability bound 2 / (c lambda) of the region it ended in (lambda the loss's "
+                   f"largest curvature there, which nqf.stability.top_curvature measures; c = {factor:g} for "
+                   f"loss={loss!r}): lower lr (e.g. halve it) until the loss settles.")

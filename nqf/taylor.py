@@ -35,7 +35,7 @@ class NotSmoothError(ValueError):
     """The unit function is not three times continuously differentiable at w = 0."""
 
 
-class ZGZWarning(UserWarning):
+class ZGZWarning(_checks.NQFWarning):
     """The gradient at w = 0 does not vanish: the pure NQF f(0) + Tr[W W^T A] does not apply."""
 
 
@@ -76,12 +76,16 @@ def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> 
         with torch.enable_grad():
             out = unit(w, probe)
     except (RuntimeError, IndexError, ValueError) as err:
+        if "in-place" in str(err) and "leaf Variable" in str(err):
+            raise ValueError(IN_PLACE) from err
         ints = sorted({str(t.dtype) for t in tree_flatten(x)[0] if isinstance(t, Tensor) and not t.is_floating_point()})
         if ints:  # the likelier cause: an integer input mixed with the floating w
             raise ValueError(f"unit(w, x) fails at w = 0 and x holds {', '.join(ints)} tensors: give x as floating "
                              f"tensors (torch: {str(err).splitlines()[0][:120]}).") from err
         raise ValueError(f"unit(w, x) fails for w of length p = {p}: p must be the number of weights of "
                          f"one unit ({str(err).splitlines()[0][:120]}).") from err
+    if w._version != 0 or bool(w.detach().ne(0).any()):  # an edit under torch.no_grad() passes autograd's check
+        raise ValueError(IN_PLACE)
     if not isinstance(out, Tensor) or not out.is_floating_point():
         what = f"a {type(out).__name__}" if not isinstance(out, Tensor) else f"a {out.dtype} tensor"
         raise TypeError(f"unit(w, x) must return a floating torch tensor (a scalar or a vector of outputs) "
@@ -93,6 +97,16 @@ def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> 
     if isinstance(out, Tensor) and out.is_floating_point() and not bool(torch.isfinite(out).all()):
         raise ValueError(f"unit(w, x) is not finite at w = 0 for p = {p}; the expansion needs a finite unit output.")
     return p
+
+
+IN_PLACE = ("unit(w, x) modifies its weights w in place (w.mul_, w[i] = ..., w.clamp_ ...); the unit function must "
+            "not modify w in place: use out-of-place operations (w * 2) or work on w.clone().")
+
+
+def _device(device):
+    """None (the inputs' own device) or a device this machine has (_checks.device: 'cuda' without
+    CUDA is refused in one sentence, not by torch's assertion at first use)."""
+    return None if device is None else _checks.device("device", device)
 
 
 def _finite_result(A: Tensor, p: int) -> None:
@@ -126,7 +140,18 @@ def _prepare(unit: UnitFunction, x: Any, p, batched: bool, dtype, device, max_ch
     _checks.floating_dtype("dtype", dtype)
     max_check_samples = _checks.integer("max_check_samples", max_check_samples, minimum=1)
     x = _cast(x, dtype, device)
-    return x, _check_call(unit, x, p, batched, dtype, device), max_check_samples
+    p = _check_call(unit, x, p, batched, dtype, device)
+    if batched:  # the Hessians (m, k, p, p), and vmap's forward-over-reverse buffers of about as much again
+        k = _output_size(unit, x, p, dtype, device)
+        _checks.memory(f"A(x) of {_batch_size(x)} samples x {k} outputs with p = {p}", 2.0 * _batch_size(x) * k * p * p
+                       * torch.finfo(dtype).bits / 8, "pass fewer samples per call (a slice of x), or use an "
+                       "architecture's factored structure(x), which never forms p x p matrices", device)
+    return x, p, max_check_samples
+
+
+def _output_size(unit: UnitFunction, x: Any, p: int, dtype, device) -> int:
+    with torch.no_grad():
+        return unit(torch.zeros(p, dtype=dtype, device=device), _sample(x, 0)).numel()
 
 
 def _derivatives(unit: UnitFunction, x: Any, direction: Tensor, t: float) -> list[Tensor]:
@@ -159,12 +184,14 @@ def check_smooth(unit: UnitFunction, x: Any, p: int, *, n_directions: int = 3, d
     delta * shrink in parameter space; a unit whose curvature changes faster than that
     (e.g. tanh(1e9 z)) is out of its reach.
     """
+    device = _device(device)
     x = _cast(x, dtype, device)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(n_directions):
         r = torch.randn(p, generator=gen, dtype=dtype)
         r = (r / r.norm()).to(device=device)
         at0 = _derivatives(unit, x, r, 0.0)
+        _finite_derivatives(at0, 0.0)
         far, near = (_continuity_gaps(unit, x, r, t, at0) for t in (delta, delta * shrink))
         for order, ((big, size_far), (small, size_near)) in enumerate(zip(far, near), start=1):
             if small > 0.1 * big and small > 1e-8 * max(size_far, size_near):
@@ -176,9 +203,22 @@ def check_smooth(unit: UnitFunction, x: Any, p: int, *, n_directions: int = 3, d
                     f"(tanh, GELU, SiLU) or expand where the unit is smooth.")
 
 
+def _finite_derivatives(derivatives: list[Tensor], t: float) -> None:
+    """A NaN or inf derivative (|w.x|^2.5 has an infinite third derivative at 0, computed as NaN)
+    is refused: a NaN passes every comparison of the continuity test as False."""
+    for order, d in enumerate(derivatives, start=1):
+        if not bool(torch.isfinite(d).all()):
+            raise NotSmoothError(
+                f"unit function is not smooth at w = 0: its derivative of order {order} along a random direction "
+                f"is NaN or inf at t = {t:g} (Theorem 1 needs three continuous, finite derivatives; a "
+                f"non-integer power |w.x|^a with a < 3, a log or a square root near 0 has none); use a unit that is C^3 at w = 0.")
+
+
 def _continuity_gaps(unit: UnitFunction, x: Any, r: Tensor, t: float, at0: list[Tensor]) -> list[tuple[float, float]]:
     """Per order j = 1..3: (max |g^(j)(+-t) - g^(j)(0)|, largest |g^(j)| seen) along w = t r."""
     plus, minus = _derivatives(unit, x, r, t), _derivatives(unit, x, r, -t)
+    _finite_derivatives(plus, t)
+    _finite_derivatives(minus, -t)
     out = []
     for zero, a, b in zip(at0, plus, minus):
         gap = max(float((a - zero).abs().max()), float((b - zero).abs().max()))
@@ -231,6 +271,7 @@ def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = Fals
     is the verification path and the path for user-supplied units; the architectures in
     nqf.architectures provide A in factored form for use at scale.
     """
+    device = _device(device)
     x, p, max_check_samples = _prepare(unit, x, p, batched, dtype, device, max_check_samples)
     if check:
         for xx in _smoothness_samples(x, batched, max_check_samples):
@@ -286,6 +327,7 @@ def z2_symmetry(unit: UnitFunction, x: Any, p: int, *, trials: int = 3, seed: in
     vanishes, A included. The test points have |w| = 1, where a unit without the symmetry
     differs from its reflection by O(1), far above the 1e-9 relative tolerance.
     """
+    device = _device(device)
     x = _cast(x, dtype, device)
     gen = torch.Generator().manual_seed(seed)
     w0 = torch.zeros(p, dtype=dtype, device=device)
@@ -311,6 +353,7 @@ def expansion(unit: UnitFunction, x: Any, p: int, *, batched: bool = False,
     a note when g does not vanish. The Z2 test is run on up to ``max_check_samples`` inputs and
     holds only if it holds on all of them.
     """
+    device = _device(device)
     x, p, max_check_samples = _prepare(unit, x, p, batched, dtype, device, max_check_samples)
     samples = _smoothness_samples(x, batched, max_check_samples)
     for xx in samples:

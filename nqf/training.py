@@ -9,8 +9,10 @@ coordinates, and the recorded loss is in Eq. 26 units whatever the convention.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -43,6 +45,9 @@ def log_step_grid(steps: int, n_points: int) -> np.ndarray:
     steps = _checks.integer("steps", steps, minimum=1)
     n_points = _checks.integer("n_points", n_points, minimum=2)
     target = min(n_points - 1, steps)
+    _checks.memory(f"a step grid of {target + 1} points", 32 * (target + 1), "lower n_points (or n_record)")
+    if target == steps:  # every step
+        return np.arange(steps + 1, dtype=np.int64)
     k = target
     while True:  # rounding merges the small steps; sample more densely until n points remain
         grid = np.unique(np.rint(np.geomspace(1, steps, k)).astype(np.int64))
@@ -74,13 +79,14 @@ def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return residual.pow(2).flatten(1).sum(1) / y.shape[0]
 
 
-def _check_targets(model, y, replica_coords=None) -> np.ndarray:
+def _check_targets(model, y, replica_coords=None) -> tuple[np.ndarray, int]:
     """y as a finite array whose shape matches the model's outputs (R, ...) without broadcasting:
     y.shape == outputs.shape[1:] (shared by the replicas), or (samples, outputs) flattened into
     the form's m entries, or outputs.shape (one row per replica) for models that declare
     ``per_replica_targets`` (their own loss_and_grad handles it).
     Costs one forward pass, once per training run; ``replica_coords`` (if given) must have one
-    entry per replica (checked here, before training, not when the Dataset is built)."""
+    entry per replica (checked here, before training, not when the Dataset is built). Returns y and
+    the number of replicas."""
     import torch
 
     y_np = _checks.array("y", y, nonempty=True)
@@ -96,7 +102,7 @@ def _check_targets(model, y, replica_coords=None) -> np.ndarray:
         also = f" (or {full}: one row per replica)" if per_replica else ""
         raise ValueError(f"y must have one target per model output, shape {out_shape}{also}; got shape "
                          f"{y_np.shape} (no broadcasting: a target of another length would be repeated silently).")
-    return y_np
+    return y_np, full[0]
 
 
 def _record_grid(record_steps, steps: int) -> np.ndarray:
@@ -105,6 +111,51 @@ def _record_grid(record_steps, steps: int) -> np.ndarray:
     if np.any(grid != np.rint(grid)) or grid[0] < 0 or grid[-1] > steps:
         raise ValueError(f"record_steps must be integers in [0, {steps}]; got {_checks.describe(grid)}.")
     return grid.astype(np.int64)
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor as a numpy array on the host; half precision as float32 (numpy has no bfloat16)."""
+    t = t.detach().cpu()
+    return (t.float() if _checks.half_precision(t.dtype) else t).numpy()
+
+
+def _record_memory(probe: dict, n_rep: int, n_points: int) -> None:
+    """Refuse, before training, a trajectory whose records (loss and ``record``'s values, kept per
+    recorded step and stacked at the end: twice their size) do not fit in memory."""
+    per = 8 * n_rep + sum(8 * v.numel() for v in probe.values())
+    what = ", ".join(f"{k} {tuple(v.shape)}" for k, v in probe.items())
+    _checks.memory(f"train's recorded trajectory ({n_points} records of the loss ({n_rep},)" + (f", {what}" if what else "")
+                   + ")", 2 * per * n_points, "lower n_record (the records are log-spaced over the steps) or pass fewer "
+                   "record_steps, or a record= that keeps less")
+
+
+def _half_precision_warning(model, y, dtype) -> None:
+    import torch
+
+    eps = float(torch.finfo(dtype).eps)
+    with torch.no_grad():
+        value = model.loss_and_grad(y)[0] if hasattr(model, "loss_and_grad") else mse_per_replica(model(), y)
+        loss0 = float(value.float().max())
+    warnings.warn(f"train: the model's parameters are {dtype}, whose machine epsilon {eps:.2g} floors the loss "
+                  f"(it stops decreasing at the order of eps x its initial loss, here {eps * loss0:.2g}); train in "
+                  "torch.float32 or torch.float64 to go below that.", _checks.NQFWarning, stacklevel=3)
+
+
+def _warn_unsettled(model, y, tail, first, *, lr, factor, scale, loss, dtype) -> None:
+    """NQFWarning when plain GD ended oscillating (nqf.stability.unsettled_message), naming the
+    bound 2 / (c r_1) for models with a structure form."""
+    import torch
+
+    from nqf.forms import StructureForm
+    from nqf.stability import first_growth_rate, unsettled_message
+
+    form = getattr(model, "form", None)
+    rate = (lambda: first_growth_rate(form, y)) if isinstance(form, StructureForm) else None  # noqa: E731
+    message = unsettled_message(np.stack([_numpy(v) for v in tail]), _numpy(first), lr=lr, factor=factor,
+                                scale=None if scale is None else _numpy(scale), loss=loss,
+                                eps=float(torch.finfo(dtype).eps), rate=rate)
+    if message:
+        warnings.warn(message, _checks.NQFWarning, stacklevel=3)
 
 
 def progress_message(done: int, total: int, elapsed: float) -> str:
@@ -152,10 +203,20 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     if not params:
         raise ValueError("model must have at least one trainable parameter (requires_grad=True).")
     device, dtype = params[0].device, params[0].dtype
-    y = torch.as_tensor(_check_targets(model, y, replica_coords), dtype=dtype, device=device)
+    y, n_rep = _check_targets(model, y, replica_coords)
+    y = torch.as_tensor(y, dtype=dtype, device=device)
     n_samples = (_checks.integer("loss_samples", loss_samples, minimum=1) if loss_samples is not None
                  else int(y.shape[0]))
     factor = loss_factor(loss, n_samples)
+    if record is None:
+        def record(mod):
+            return {"M": mod.order_parameter()} if hasattr(mod, "order_parameter") else {}
+    with torch.no_grad():  # step 0's record, taken now to size the trajectory before any grid is built
+        probe = record(model)
+    n_points = min(n_record, steps + 1) if record_steps is None else int(np.size(record_steps))
+    _record_memory(probe, n_rep, n_points)
+    if _checks.half_precision(dtype):
+        _half_precision_warning(model, y, dtype)
     grid = log_step_grid(steps, n_record) if record_steps is None else _record_grid(record_steps, steps)
     opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
     scale = None
@@ -167,11 +228,9 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
         if np.any(factors <= 0):
             raise ValueError(f"lr_scale must be > 0 for every replica; got {_checks.describe(factors)}.")
         scale = torch.as_tensor(factors, dtype=dtype, device=device)
-    if record is None:
-        def record(mod):
-            return {"M": mod.order_parameter()} if hasattr(mod, "order_parameter") else {}
-
     losses, recorded = [], {}
+    # GD's last per-step losses (device tensors, no sync): a rise there means it did not settle
+    tail, first = collections.deque(maxlen=4), None
     next_idx, t0, last_report = 0, time.perf_counter(), time.perf_counter()
     # The loss is checked for finiteness at every step on the CPU (so the reported step is the
     # first bad one); elsewhere every 32 steps, to avoid a host-device sync per step.
@@ -187,18 +246,20 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
             opt.zero_grad(set_to_none=True)
             value = mse_per_replica(model(), y)
         if step % check_every == 0 and not bool(torch.isfinite(value.detach()).all()):
-            raise TrainingDiverged(step, value.detach().cpu().numpy(), lr, divergence_hint)
+            raise TrainingDiverged(step, _numpy(value), lr, divergence_hint)
+        tail.append(value.detach())
+        first = tail[0] if first is None else first
         if next_idx < len(grid) and step == grid[next_idx]:
-            loss_np = value.detach().cpu().numpy()
+            loss_np = _numpy(value)
             if not np.all(np.isfinite(loss_np)):
                 raise TrainingDiverged(step, loss_np, lr, divergence_hint)
             losses.append(loss_np)
             with torch.no_grad():
-                for key, val in record(model).items():
+                for key, val in (probe if step == 0 else record(model)).items():
                     if key not in recorded and (val.ndim == 0 or val.shape[0] != loss_np.shape[0]):
                         raise ValueError(f"record's {key!r} must have one row per replica, shape ({loss_np.shape[0]}, ...), "
                                          f"like the loss; got shape {tuple(val.shape)} (add a leading axis: value[None]).")
-                    recorded.setdefault(key, []).append(val.detach().cpu().numpy())
+                    recorded.setdefault(key, []).append(_numpy(val))
             next_idx += 1
         if step == steps:
             break
@@ -222,9 +283,11 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
             last_report = now
             cur = value.detach()
             if not torch.all(torch.isfinite(cur)):
-                raise TrainingDiverged(step, cur.cpu().numpy(), lr, divergence_hint)
+                raise TrainingDiverged(step, _numpy(cur), lr, divergence_hint)
             log.info("%s, mean loss %.4g", progress_message(step + 1, steps, now - t0), float(cur.mean()))
     log.info("trained %d steps in %.2f s", steps, time.perf_counter() - t0)
+    if optimizer == "gd" and weight_decay == 0.0:
+        _warn_unsettled(model, y, tail, first, lr=lr, factor=factor, scale=scale, loss=loss, dtype=dtype)
 
     n_rep = losses[0].shape[0]
     coords = {"step": ("step", grid.astype(np.int64)),

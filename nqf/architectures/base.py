@@ -110,6 +110,37 @@ def _checking_inputs(method):
     return checked
 
 
+def _structure_inputs(method):
+    """``structure(self, x)`` on inputs made fit for A(x) first: integer tensors become float64 (as
+    numpy inputs do everywhere; float32 would lose digits), half precision and an empty batch are
+    refused in one sentence (instead of a float16 form or "factor samples axes must be 1 or 1")."""
+    import functools
+
+    @functools.wraps(method)
+    def checked(self, x, *args, **kwargs):
+        parts = x if isinstance(x, tuple) else (x,)
+        fixed = []
+        for (part, _), t in zip(self.input_layout, parts):
+            if isinstance(t, Tensor):
+                if t.dtype == torch.bool:
+                    raise TypeError(f"{type(self).__name__}.structure: input {part} must hold real numbers, not "
+                                    "booleans (True/False would be read as 1/0).")
+                if str(t.dtype) in ("torch.float16", "torch.bfloat16"):
+                    digits = 3 if t.dtype == torch.float16 else 2
+                    raise ValueError(f"{type(self).__name__}.structure: input {part} is {t.dtype}, whose {digits} "
+                                     "significant digits are too few for A(x); give float32 or float64 inputs (x.double()).")
+                if not t.is_floating_point() and not t.is_complex():
+                    t = t.to(torch.float64)
+                if t.ndim and t.shape[0] == 0:
+                    raise ValueError(f"{type(self).__name__}.structure: input {part} holds no samples (shape "
+                                     f"{tuple(t.shape)}); A(x) needs at least one.")
+            fixed.append(t)
+        fixed.extend(parts[len(fixed):])
+        return method(self, tuple(fixed) if isinstance(x, tuple) else fixed[0], *args, **kwargs)
+
+    return checked
+
+
 class UnitModule(torch.nn.Module, ABC):
     """A layer of interchangeable units with its structure matrix; see the module docstring.
 
@@ -123,7 +154,8 @@ class UnitModule(torch.nn.Module, ABC):
 
         for method in ("forward", "structure"):  # their inputs are checked against sample_inputs' shapes
             if method in cls.__dict__:
-                setattr(cls, method, _checking_inputs(cls.__dict__[method]))
+                checked = _checking_inputs(cls.__dict__[method])
+                setattr(cls, method, _structure_inputs(checked) if method == "structure" else checked)
         if "__init__" not in cls.__dict__:
             return
         init = cls.__dict__["__init__"]

@@ -503,3 +503,40 @@ def test_self_attention_refuses_unknown_readings():
         ARCHITECTURES["qk_self_attention"].build(heads="max")
     with pytest.raises(TypeError, match="center must be True or False"):
         ARCHITECTURES["qk_self_attention"].build(center="yes")
+
+
+def test_structure_reads_integer_inputs_as_float64_and_refuses_half_precision_and_empty_batches():
+    import warnings
+
+    from nqf.factored import BlockBilinearForm
+
+    module = ARCHITECTURES["mlp"].build(D=5, width=4, n_outputs=2)
+    x = torch.randint(-3, 4, (6, 5), generator=rng(7))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        form = module.structure(x)
+    assert form.left.dtype == F64  # float32 before: int64 * a float scalar
+    assert torch.equal(form.dense(), module.structure(x.to(F64)).dense())
+    for dtype, digits in ((torch.float16, 3), (torch.bfloat16, 2)):
+        with pytest.raises(ValueError, match=rf"input x is {dtype}, whose {digits} significant digits are too few "
+                                             r"for A\(x\); give float32 or float64"):
+            module.structure(x.to(dtype))
+    assert module.structure(x.to(torch.float32)).left.dtype == torch.float32  # float32 is kept
+    with pytest.raises(ValueError, match=r"input x holds no samples \(shape \(0, 5\)\)"):
+        module.structure(torch.zeros(0, 5, dtype=F64))
+    with pytest.raises(ValueError, match=r"needs at least one entry on the factors' samples axis.*empty batch"):
+        BlockBilinearForm(3, (0, 2), (2, 3), torch.zeros(0, 1, 1, 2, dtype=F64), torch.ones(1, 1, 1, 1, dtype=F64))
+
+
+def test_dense_matrices_beyond_memory_are_refused_before_allocating(monkeypatch):
+    module = ARCHITECTURES["mlp"].build(D=20, width=4, n_outputs=1)
+    form = module.structure(module.sample_inputs(1500, rng(8)))
+    full = form.weighted_sum(torch.eye(form.m, dtype=F64))
+    assert torch.equal(form.dense(), full)  # built in blocks of samples, never an m x m identity
+    monkeypatch.setenv("NQF_MAX_MEMORY_GB", "0.005")  # 5 MB: the 1500 x 21 x 21 matrices take 5.3 MB
+    with pytest.raises(MemoryError, match=r"dense structure matrices of this form \(m = 1500 data matrices of p x p = "
+                                          r"21 x 21\): about .* MB would be allocated, but 5 MB is available; pass "
+                                          r"fewer samples"):
+        form.dense()
+    with pytest.raises(MemoryError, match="dense structure matrices"):
+        nqf.predict(form, np.zeros(1500), np.linspace(0.0, 1.0, 3), W0=np.eye(21))

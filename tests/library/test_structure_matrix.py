@@ -152,3 +152,56 @@ def test_batched_equals_per_sample():
     exp = nqf.expansion(mlp.unit, x, mlp.p, batched=True)
     assert exp.f0.shape == (6, 3) and exp.g.shape == (6, 3, mlp.p) and exp.A.shape == (6, 3, mlp.p, mlp.p)
     assert torch.equal(exp.A, batched)
+
+
+def test_a_unit_with_an_infinite_third_derivative_is_refused_not_expanded():
+    """|w.x|^2.5 is C^2 but its third derivative at 0 is infinite (autograd: NaN); a NaN passes
+    every comparison as False, so it used to come out as A = 0 with error order 4."""
+    x = torch.randn(5, generator=rng(3), dtype=F64)
+    for call in (nqf.expansion, nqf.structure_matrix):
+        with pytest.raises(NotSmoothError, match=r"not smooth at w = 0: its derivative of order 3 .* NaN or inf"):
+            call(lambda w, xx: (w @ xx).abs() ** 2.5, x, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        info = nqf.expansion(lambda w, xx: (w @ xx).abs() ** 4, x, 5)  # C^3 (and more): still expanded
+    assert info.error_order == 4 and float(info.A.abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("edit", ["autograd", "no_grad"])
+def test_a_unit_that_edits_w_in_place_is_named_not_p(edit):
+    x = torch.randn(4, generator=rng(4), dtype=F64)
+
+    def unit(w, xx):
+        if edit == "autograd":
+            w.mul_(2.0)
+        else:
+            with torch.no_grad():
+                w.add_(1.0)
+        return (w @ xx) ** 2
+
+    with pytest.raises(ValueError, match="must not modify w in place") as info:
+        nqf.expansion(unit, x, 4)
+    assert "p must be" not in str(info.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        A = nqf.structure_matrix(lambda w, xx: (w.clone().mul_(2.0) @ xx) ** 2, x, 4)  # a copy may be edited
+    assert torch.allclose(A, 4 * torch.outer(x, x), atol=1e-12)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_taylor_entries_refuse_cuda_without_cuda_before_any_work():
+    unit, x = (lambda w, xx: (w @ xx) ** 2), torch.randn(3, dtype=F64)
+    for call in (nqf.expansion, nqf.structure_matrix, check_smooth):
+        with pytest.raises(ValueError, match="device is 'cuda' but CUDA is not available.*use 'cpu' or 'auto'"):
+            call(unit, x, 3, device="cuda")
+    assert nqf.structure_matrix(unit, x, 3, device="cpu").shape == (3, 3)
+
+
+def test_batched_hessians_beyond_memory_are_refused_naming_the_size(monkeypatch):
+    x = torch.randn(50, 6, generator=rng(5), dtype=F64)
+    unit = TwoLayerMLP(D=6, width=2, n_outputs=1).unit
+    monkeypatch.setenv("NQF_MAX_MEMORY_GB", "1e-5")  # 10 kB: the 50 x 7 x 7 Hessians need 39 kB
+    with pytest.raises(MemoryError, match=r"A\(x\) of 50 samples x 1 outputs with p = 7: about 39.2 kB .* fewer samples"):
+        nqf.structure_matrix(unit, x, 7, batched=True)
+    monkeypatch.setenv("NQF_MAX_MEMORY_GB", "1")
+    assert nqf.structure_matrix(unit, x, 7, batched=True).shape == (50, 1, 7, 7)

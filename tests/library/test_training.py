@@ -102,3 +102,80 @@ def test_lr_scale_is_a_learning_rate_per_replica(optimizer):
         assert both["lr"].values.tolist() == pytest.approx([0.05, 0.015], rel=1e-15)
     with pytest.raises(ValueError, match="lr_scale .* applies to gd and momentum"):
         nqf.train(ModuleReplicas(module, x, W0), y, lr=0.05, steps=2, optimizer="adam", lr_scale=[1.0, 0.3])
+
+
+def readme_diagonal_data():
+    """The README's Theorem 6 data: diagonal C, r = (8, 4, 8/3, 2, 1.6, 4/3), so GD settles at the
+    end point only for lr < 2 / r_1 = 0.25."""
+    rng = np.random.default_rng(1)
+    Q, _ = np.linalg.qr(rng.standard_normal((400, 6)))
+    feats = np.sqrt(400) * Q * np.arange(1, 7) ** -0.5
+    return nqf.DiagonalForm(torch.as_tensor(feats)), feats @ np.ones(6), np.sqrt(1e-5) * np.eye(6)
+
+
+def quiet_train(*args, **kwargs):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return nqf.train(*args, **kwargs)
+
+
+def test_gd_above_the_stability_bound_warns_that_it_did_not_settle():
+    from nqf._checks import NQFWarning
+
+    form, y, W0 = readme_diagonal_data()
+    with pytest.warns(NQFWarning, match=r"did not settle: .* lr = 0.3 is above the stability bound "
+                                        r"2 / \(c r_1\) = 0.25 \(r_1 = 8, .*train with lr below 0.25"):
+        above = nqf.train(nqf.QuadraticModel(form, W0), y, lr=0.3, steps=400, n_record=10)
+    assert float(above["loss"][0, -1]) > 0.05  # the wrong plateau the warning is about
+    with pytest.warns(NQFWarning, match=r"lr = 0.3 \(x lr_scale 1\) is above .* = 0.25"):  # one replica of two
+        nqf.train(nqf.QuadraticModel(form, np.stack([W0, W0])), y, lr=0.3, steps=400, lr_scale=[0.5, 1.0])
+    with pytest.warns(NQFWarning, match=r"lr = 0.15 is above the stability bound 2 / \(c r_1\) = 0.125 .*"
+                                        r"c = 2 for loss='half_sum'"):
+        nqf.train(nqf.QuadraticModel(form, W0), y, lr=0.15, steps=400, loss="half_sum", loss_samples=4)
+    below = quiet_train(nqf.QuadraticModel(form, W0), y, lr=0.2, steps=400, n_record=10)
+    assert float(below["loss"][0, -1]) < 1e-20
+    short = quiet_train(nqf.QuadraticModel(form, W0), y, lr=0.3, steps=5)  # stopped before the first plateau
+    assert short["loss"].shape == (1, 6)
+
+
+def test_gd_between_two_over_r1_and_the_end_point_bound_converges_without_a_warning():
+    """Non-diagonal C: the end point's curvature (nqf.stability) is below r_1, GD at lr above 2 / r_1
+    but below 2 / lambda_max(H) converges to rounding, and no warning says otherwise."""
+    rng = np.random.default_rng(0)
+    lam = rng.uniform(0.2, 1.5, size=(6, 3))
+    y = lam @ rng.uniform(0.5, 1.5, size=3)  # 2 / r_1 = 0.122, the end point's bound 0.132
+    run = quiet_train(nqf.QuadraticModel(nqf.DiagonalForm(torch.as_tensor(lam)), 0.1 * np.eye(3)), y, lr=0.128,
+                      steps=8000, n_record=10)
+    assert float(run["loss"][0, -1]) < 1e-20
+
+
+@pytest.mark.parametrize("dtype, eps", [(torch.float16, "0.00098"), (torch.bfloat16, "0.0078")])
+def test_half_precision_warns_of_its_loss_floor_and_records_float32(dtype, eps):
+    from nqf._checks import NQFWarning
+
+    form, y, W0 = readme_diagonal_data()
+    with pytest.warns(NQFWarning, match=rf"{dtype}, whose machine epsilon {eps} floors the loss .*torch.float32 or "
+                                        r"torch.float64"):
+        run = nqf.train(nqf.QuadraticModel(form, W0, dtype=dtype), y, lr=0.01, steps=3000, n_record=20)
+    assert run["loss"].dtype == np.float32 and run["M"].dtype == np.float32  # bfloat16 used to fail here
+    assert 1e-4 < float(run["loss"][0, -1]) < 0.2  # learned, down to its floor
+    single = quiet_train(nqf.QuadraticModel(form, W0, dtype=torch.float32), y, lr=0.01, steps=3000, n_record=20)
+    assert float(single["loss"][0, -1]) < 1e-8
+
+
+def test_a_record_grid_beyond_memory_is_refused_before_it_is_built(monkeypatch):
+    import time
+
+    form, y, W0 = readme_diagonal_data()
+    monkeypatch.setenv("NQF_MAX_MEMORY_GB", "16")
+    start = time.perf_counter()
+    with pytest.raises(MemoryError, match=r"recorded trajectory \(1000000000 records of the loss \(1,\), M \(1, 6, 6\)\): "
+                                          r"about 592 GB .* lower n_record"):
+        nqf.train(nqf.QuadraticModel(form, W0), y, lr=0.01, steps=10 ** 9, n_record=10 ** 9)
+    with pytest.raises(MemoryError, match="a step grid of 1000000001 points: about 32 GB .* lower n_points"):
+        log_step_grid(10 ** 9, 10 ** 9 + 1)
+    assert time.perf_counter() - start < 5
+    assert log_step_grid(10, 400).tolist() == list(range(11))  # n_record > steps + 1: every step, as before
+    assert quiet_train(nqf.QuadraticModel(form, W0), y, lr=0.01, steps=10, n_record=400)["step"].size == 11

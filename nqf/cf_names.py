@@ -62,6 +62,7 @@ DEFAULTS: dict[str, tuple[str, str | None]] = {
     "claim_rel_error": ("relative error |measured / predicted - 1|", "1"),
     "claim_tolerance": ("tolerance of the comparison", "1"),
     "claim_passed": ("claim holds", None),
+    "claim_judged": ("claim judged (0: the run could not reach what it measures, or its tolerance is off the scale)", None),
     "digit_*": ("digit label of the image", "1"),
     "drop_*": ("index of the mode or sample whose drop this is", "1"),
     "k_V": ("rank k_V of the data span", "1"),

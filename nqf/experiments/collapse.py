@@ -32,13 +32,22 @@ nqf.experiments.common.ErrorBudget):
 * bounds: the spread of tau*_k across architectures shrinks as eps falls (Theorem 8 puts it at
   |ln(c_k ratio)| / (r_k ln(1/eps))), and at the smallest eps |tau*_k - 1/r_k| is at most
   Theorem 8's own offset there (each seed's c_k) plus the GD tolerance above.
+
+A run too short for an ignition is not a miss: an (eps, seed) whose ignition was not measured and
+whose Theorem 8 time (each seed's own c_k, plus the row's tolerance) lies beyond the run's end is
+left out of the row's maximum, and a row with none left says "not reached: run too short" with the
+tau_max that would reach it and is not judged. ``check`` refuses a tau_max below what the mean
+initial amplitude (c_k = 1) needs before any job starts (:func:`needed_taus`).
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs
+from nqf.experiments.common import (LAG_MARGIN, Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs,
+                                    reach_problems, run_too_short)
 from nqf.experiments.ids import exact_number
 from nqf.experiments.machine import seed_draw
 from nqf.experiments.matching import check_runs
@@ -87,7 +96,38 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     from nqf.experiments.divergence import unstable_lr
 
     r = np.asarray(cfg["r"], float)
-    return unstable_lr(cfg["lr"], cfg["loss"], r.size, float(cfg["C_diag"]) * np.eye(r.size), r / float(cfg["C_diag"]))
+    problems = unstable_lr(cfg["lr"], cfg["loss"], r.size, float(cfg["C_diag"]) * np.eye(r.size),
+                           r / float(cfg["C_diag"]))
+    if problems:
+        return problems
+    eta = flow_lr(cfg["lr"], cfg["loss"], r.size)
+    names, predicted, needed = needed_taus(r, float(cfg["C_diag"]), [float(e) for e in cfg["eps"]], eta)
+    return reach_problems("tau_max", float(cfg["tau_max"]), needed, predicted, None, names, to_key=tau_max_to_reach,
+                          clock="tau = tau_max", unit="tau",
+                          margin=f"Theorem 8 at the mean initial amplitude c_k = 1, delayed by {LAG_MARGIN:g} x "
+                                 f"GD's O(lr) lag")
+
+
+def needed_taus(r, c_diag: float, eps_list: list[float], eta: float):
+    """Per (eps, mode): names, Theorem 8's ignition time in tau = t / ln(1/eps) at the mean initial
+    amplitude z_k(0) = eps (c_k = 1), and the tau a run must reach for the row to see it: that time
+    delayed by LAG_MARGIN times GD's first-order lag (eta / 4) ln(z_half / eps). (A seed whose c_k
+    falls below 1 ignites later; the fit leaves it out if it lies beyond the run.)"""
+    r = np.asarray(r, float)
+    names, predicted, needed = [], [], []
+    for eps in eps_list:
+        t8 = predicted_ignition_times(r, np.full(r.size, c_diag), eps)
+        lag = eta * np.log(np.maximum(r / (2 * c_diag), eps) / eps) / 4
+        for k in range(r.size):
+            names.append(f"mode {k + 1} (r = {r[k]:.4g}) at eps {eps:.0e}")
+            predicted.append(t8[k] / np.log(1 / eps))
+            needed.append((t8[k] + LAG_MARGIN * lag[k]) / np.log(1 / eps))
+    return names, np.array(predicted), np.array(needed)
+
+
+def tau_max_to_reach(tau: float) -> float:
+    """The tau_max that reaches ``tau``, rounded up to two decimals."""
+    return float(np.ceil(float(tau) * 100 - 1e-9) / 100)
 
 
 def estimate(cfg: dict) -> dict:
@@ -265,6 +305,21 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         attrs={"experiment_kind": KIND, "lr": float(cfg["lr"]), "loss_convention": cfg["loss"], "flow_lr": eta},
     )
     rel = np.abs(tau_meas - tau_thm8) / tau_thm8
+    # the tau each run ends at (its ceil(tau_max ln(1/eps) / eta) steps), per (architecture, eps)
+    tau_end = np.array([[float(run_ds[run_id(arch, eps)]["tau"].values[-1]) for eps in eps_list] for arch in archs])
+    _, _, needed = needed_taus(r_ref, float(c_ref[0]), eps_list, eta)
+
+    def too_short(a: int, k: int, tolerance: float = 0.0) -> str:
+        """Why architecture a's mode k was not reached: its latest Theorem 8 time (each seed's c_k)
+        lies beyond the run's end, and the tau_max that would reach it."""
+        t8 = np.where(np.isfinite(tau_thm8[a, ..., k]), tau_thm8[a, ..., k], -np.inf).max(axis=1)  # per eps
+        e = int(np.argmax(t8 - tau_end[a]))
+        latest = float(t8[e])
+        return run_too_short(float(tau_end[a, e]), latest,
+                             tau_max_to_reach(max(float(np.nanmax(needed)), latest * (1 + tolerance))),
+                             what=f"Theorem 8 (each seed's c_k) puts it at eps {eps_list[e]:.0e} at",
+                             key="tau_max", clock="tau")
+
     claims = []
     for a, arch in enumerate(archs):
         for k in range(r_ref.size):
@@ -272,32 +327,59 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             if np.any(partner_term[a, ..., k] > 0):
                 terms["partner modes: max C z'0/(r^2 t*)"] = float(np.max(partner_term[a, ..., k]))
             budget = ErrorBudget(terms, factor)
-            claims.append(budget.claim(
+            # an (eps, seed) whose ignition was not measured and whose Theorem 8 time (plus the
+            # tolerance) lies beyond the run's end was not reached: left out, not a miss
+            beyond = (~np.isfinite(tau_meas[a, ..., k])
+                      & ~(tau_thm8[a, ..., k] * (1 + budget.tolerance) <= tau_end[a][:, None]))
+            kept = rel[a, ..., k][~beyond]
+            left_out = (f"; {int(beyond.sum())} of {beyond.size} (eps, seed) not reached within the run (their "
+                        f"Theorem 8 time lies beyond its end), left out" if beyond.any() and kept.size else "")
+            claim = budget.claim(
                 f"{arch} mode {k + 1} (r = {r_ref[k]:.4g}): GD ignition vs Theorem 8 (max over eps, seeds)", 0.0,
-                float(np.max(rel[a, ..., k])), relative=False, checks="theorem", source=SOURCE_THM8,
-                note="each seed's own c_k = z_k(0) / eps; NaN if a mode never reached half saturation"))
-    spread = np.nanmax(tau_meas, axis=0) - np.nanmin(tau_meas, axis=0)  # across architectures
-    worst = np.nanmax(spread, axis=(1, 2))  # per eps
+                float(np.max(kept)) if kept.size else float("nan"), relative=False, checks="theorem",
+                source=SOURCE_THM8,
+                note="each seed's own c_k = z_k(0) / eps; NaN if a mode never reached half saturation" + left_out)
+            if not kept.size:
+                claim = claim.not_judged(too_short(a, k, budget.tolerance))
+            claims.append(claim)
+    # a mode some run did not reach (every measurement NaN, its prediction beyond the run's end)
+    # has no spread to compare: the rows below are not judged for want of it, not missed
+    unreached = [(a, k) for a in range(len(archs)) for k in range(r_ref.size)
+                 if not np.isfinite(tau_meas[a, ..., k]).any()
+                 and np.all(tau_thm8[a, ..., k] > tau_end[a][:, None])]
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices of modes not reached
+        spread = np.nanmax(tau_meas, axis=0) - np.nanmin(tau_meas, axis=0)  # across architectures
+        worst = np.nanmax(spread, axis=(1, 2))  # per eps
     for e in range(1, len(eps_list)):
-        claims.append(Claim(f"spread of tau*_k across architectures shrinks: eps {eps_list[e]:.0e} vs {eps_list[e - 1]:.0e}",
-                            float(worst[e - 1]), float(worst[e]), np.nan, comparison="at_most", checks="ours",
-                            source="collapse: equal LV coefficients give one curve in tau = t / ln(1/eps)",
-                            tolerance_source="bound: Theorem 8 puts the spread at |ln(c_k ratio)| / (r_k ln(1/eps)), "
-                                             "so it must fall as eps does; no tolerance",
-                            note="collapse: the spread is O(1 / ln(1/eps))"))
+        claim = Claim(f"spread of tau*_k across architectures shrinks: eps {eps_list[e]:.0e} vs {eps_list[e - 1]:.0e}",
+                      float(worst[e - 1]), float(worst[e]), np.nan, comparison="at_most", checks="ours",
+                      source="collapse: equal LV coefficients give one curve in tau = t / ln(1/eps)",
+                      tolerance_source="bound: Theorem 8 puts the spread at |ln(c_k ratio)| / (r_k ln(1/eps)), "
+                                       "so it must fall as eps does; no tolerance",
+                      note="collapse: the spread is O(1 / ln(1/eps))")
+        if unreached and not claim.passed:
+            claim = claim.not_judged(too_short(*unreached[0]))
+        claims.append(claim)
     limit = theory_ds["tau_star"].values
-    dev = np.nanmax(np.abs(tau_meas[:, -1] - limit), axis=(0, 1))
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        dev = np.nanmax(np.abs(tau_meas[:, -1] - limit), axis=(0, 1))
     offset = np.nanmax(np.abs(tau_thm8[:, -1] - limit), axis=(0, 1))
     # the same budget, evaluated at the smallest eps, in units of tau
     allowance = factor * np.nanmax((gd_term[:, -1] + partner_term[:, -1]) * tau_thm8[:, -1], axis=(0, 1))
     for k in range(r_ref.size):
-        claims.append(Claim(
+        claim = Claim(
             f"mode {k + 1}: |tau*_k - 1/r_k| at eps {eps_list[-1]:.0e}, all architectures", float(offset[k] + allowance[k]),
             float(dev[k]), np.nan, comparison="at_most", checks="theorem",
             source="Theorem 8 (eps -> 0: t*_k / ln(1/eps) -> 1 / r_k)",
             tolerance_source=f"bound: Theorem 8's own finite-eps offset {offset[k]:.3g} (each seed's c_k) plus "
                              f"{factor:g} x the GD-vs-Theorem-8 budget at this eps in tau: {allowance[k]:.3g}",
-            note="the eps -> 0 limit is approached as 1 / ln(1/eps)"))
+            note="the eps -> 0 limit is approached as 1 / ln(1/eps)")
+        short = [(a, kk) for a, kk in unreached if kk == k]
+        if short and not np.isfinite(dev[k]):
+            claim = claim.not_judged(too_short(*short[0]))
+        claims.append(claim)
     return xr.merge([ds, claims_dataset(claims)])
 
 

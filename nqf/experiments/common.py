@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from nqf.forms import StructureForm
 
 SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "predicted", "measured",
-                   "rel_error", "tolerance", "tolerance_source", "passed", "note")
+                   "rel_error", "tolerance", "tolerance_source", "passed", "judged", "note")
 # What a summary row checks: a claim of the paper (its figure and sentence in ``source``), a
 # theorem of the paper checked against training (the theorem in ``source``), a claim of this
 # project (stricter measures, quantities the paper does not report), or "construction": a
@@ -30,6 +30,18 @@ SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "pre
 # with a ``source`` that begins "holds by construction (...)"; it is not evidence, and counts of
 # checked rows leave it out.
 CHECKS = ("paper", "theorem", "ours", "construction")
+# A row whose measured quantity the run could not reach (a crossing time beyond its end, a window
+# it stops before) is written with judged = False, passed = False and a note that begins with
+# NOT_REACHED: it is neither a pass nor a miss, counts of checked rows leave it out, and a figure
+# whose paper rows were not reached says it was not judged at this run length (nqf.experiments.
+# reproduction), never that its claim does not hold.
+NOT_REACHED = "not reached: run too short"
+# How far past a predicted crossing a run must go, in units of GD's first-order lag (eta / 4) ln(z / z0)
+# there: GD crosses about one lag late, and the margin keeps the crossing inside the run.
+LAG_MARGIN = 2.0
+# The words for a row whose tolerance is as large as the range of the quantity it bounds: such a
+# row cannot tell a right theory from a wrong one, so it is not judged either.
+TOLERANCE_OFF_SCALE = "not judged: the tolerance is off the scale"
 # A teacher's random stream starts this far past its data seed, away from the students' init
 # seeds (small integers), so that no student starts along the teacher (seed 0 is not the teacher).
 TEACHER_SEED_OFFSET = 1_000_003
@@ -218,9 +230,18 @@ class ErrorBudget:
             text += " + " + " + ".join(f"{name} {float(v):.3g} (exact)" for name, v in self.systematic.items())
         return f"{text} = {self.tolerance:.3g}"
 
-    def claim(self, quantity: str, predicted: float, measured: float, **kwargs) -> "Claim":
-        """A 'close' Claim whose tolerance and tolerance_source come from this budget."""
-        return Claim(quantity, predicted, measured, self.tolerance, tolerance_source=self.describe(), **kwargs)
+    def claim(self, quantity: str, predicted: float, measured: float, *, scale: float | None = None,
+              scale_what: str = "the quantity's range over the run", **kwargs) -> "Claim":
+        """A 'close' Claim whose tolerance and tolerance_source come from this budget.
+
+        ``scale`` is the size of the quantity itself (e.g. how far ln z moves over the run): a
+        tolerance at or above it would let any prediction pass, so the row is then not judged
+        (:data:`TOLERANCE_OFF_SCALE`), whatever was measured."""
+        c = Claim(quantity, predicted, measured, self.tolerance, tolerance_source=self.describe(), **kwargs)
+        if scale is not None and not self.tolerance < abs(float(scale)):
+            c = c.not_judged(f"{TOLERANCE_OFF_SCALE} ({self.tolerance:.3g} is at least {scale_what}, "
+                             f"{abs(float(scale)):.3g}: any prediction would pass)")
+        return c
 
 
 @dataclass
@@ -248,6 +269,9 @@ class Claim:
     source: str = ""
     tolerance_source: str = ""
     reading: str = ""
+    # False: the run could not reach what this row measures (NOT_REACHED), or its tolerance is off
+    # the scale (TOLERANCE_OFF_SCALE); the row is then neither passed nor missed.
+    judged: bool = True
 
     def __post_init__(self):
         if self.checks not in CHECKS:
@@ -263,14 +287,81 @@ class Claim:
             return abs(self.measured - self.predicted)
         return abs(self.measured - self.predicted) / max(abs(self.predicted), 1e-300)
 
+    def not_judged(self, reason: str) -> "Claim":
+        """This row, not judged: ``reason`` (e.g. :func:`run_too_short`'s sentence) heads its note."""
+        from dataclasses import replace
+
+        note = f"{reason}; {self.note}" if self.note else reason
+        return replace(self, judged=False, note=note)
+
     @property
     def passed(self) -> bool:
+        if not self.judged:
+            return False
         if self.comparison == "at_most":
             return bool(math.isfinite(self.measured) and self.measured <= self.predicted)
         if self.comparison == "at_least":
             return bool(math.isfinite(self.measured) and self.measured >= self.predicted)
         err = self.rel_error
         return bool(math.isfinite(err) and err <= self.tolerance)
+
+
+def steps_to_reach(t: float, flow_step: float) -> int:
+    """The fewest optimizer steps whose flow time flow_step * steps reaches ``t``."""
+    # the 1e-9 absorbs rounding in the flow step, as nqf.experiments.competition.steps_for does
+    return int(math.ceil(float(t) / float(flow_step) - 1e-9))
+
+
+def run_too_short(t_end: float, t_pred: float, steps: int | None = None, *,
+                  what: str = "the prediction is", key: str = "steps", clock: str = "t") -> str:
+    """The note of a row whose measured time lies beyond the run: "not reached: run too short
+    (the run ends at t = 40, the prediction is t = 690.8; steps >= 34540 would reach it)".
+    ``steps`` is the smallest value of config key ``key`` that would reach it (None: no sentence
+    about it); ``clock`` names the time axis (t, the flow time; step; tau)."""
+    text = f"{NOT_REACHED} (the run ends at {clock} = {float(t_end):.4g}"
+    if t_pred is not None and math.isfinite(float(t_pred)):
+        text += f", {what} {clock} = {float(t_pred):.4g}"
+    if steps is not None:
+        text += f"; {key} >= {_key_value(steps)} would reach it"
+    return text + ")"
+
+
+def _key_value(value) -> str:
+    """A config value as a sentence writes it: an integer in full (1234567 steps), else %g."""
+    return str(int(value)) if float(value).is_integer() and abs(float(value)) >= 1 else f"{float(value):g}"
+
+
+def reach_problems(key: str, t_end: float, needed, predicted, flow_step: float | None, names,
+                   *, to_key=None, clock: str = "t = c lr steps", unit: str = "t",
+                   event: str = "the slowest ignition", margin: str = "the kind's margin") -> list[tuple[str, str]]:
+    """(key, sentence) for a run that ends (at flow time ``t_end``) before the time one of its
+    rows needs: ``needed`` per mode (the kind's prediction plus its own margin; inf or NaN for a
+    mode that never ignites, which no run reaches), ``predicted`` the predictions the rows judge
+    (quoted), ``names`` what each mode is. The sentence names the slowest mode, its predicted
+    time, the run's end and the smallest value of ``key`` that reaches the needed time:
+    ``to_key(t)`` where given, else the steps ceil(t / flow_step); ``margin`` says what the needed
+    time adds to the prediction, ``unit`` names the time axis (t; tau for tau = t / ln(1/eps)),
+    ``clock`` how the run's end is computed, ``event`` what is reached last."""
+    needed = np.asarray(needed, float)
+    ok = np.isfinite(needed)
+    if not ok.any() or float(t_end) >= float(needed[ok].max()):
+        return []
+    k = int(np.flatnonzero(ok)[np.argmax(needed[ok])])
+    smallest = to_key(needed[k]) if to_key is not None else steps_to_reach(needed[k], flow_step)
+    return [(key, f"the run ends at {clock} = {float(t_end):.4g}, before {event} its rows judge: "
+                  f"{names[k]} is predicted at {unit} = {float(np.asarray(predicted, float)[k]):.4g} and needs the "
+                  f"run to reach {unit} = {needed[k]:.4g} ({margin}); {key} >= {_key_value(smallest)} would reach it, "
+                  f"anything shorter leaves its rows not judged.")]
+
+
+def reached(t_end: float, t_pred: float, measured: float = math.nan) -> bool:
+    """Whether a crossing predicted at ``t_pred`` lies within a run that ends at ``t_end``: a
+    measured crossing counts as reached whatever the prediction (the run saw it); a crossing that
+    was not measured is not reached when the prediction lies beyond the run's end (or is not
+    finite, as a prediction evaluated on the run's own times is when the run stops first)."""
+    if math.isfinite(float(measured)):
+        return True
+    return math.isfinite(float(t_pred)) and float(t_pred) <= float(t_end)
 
 
 def claims_dataset(claims: list[Claim]) -> xr.Dataset:
@@ -289,6 +380,7 @@ def claims_dataset(claims: list[Claim]) -> xr.Dataset:
                                                    for c in claims], float)),
             "claim_tolerance_source": text("tolerance_source"),
             "claim_passed": ("claim", np.array([c.passed for c in claims], bool)),
+            "claim_judged": ("claim", np.array([c.judged for c in claims], bool)),
             "claim_note": text("note"),
         },
         coords={"claim": np.arange(len(claims))},
@@ -306,7 +398,8 @@ def with_reading(fit: xr.Dataset, reading: str) -> xr.Dataset:
 
 def summary_rows(exp_id: str, fit: xr.Dataset) -> list[dict]:
     """Rows of results/summary.csv from a fit file's claims (older fit files without the
-    checks/source/reading columns give empty strings there)."""
+    checks/source/reading columns give empty strings there, without claim_judged every row is
+    judged)."""
     rows = []
     n = fit.sizes.get("claim", 0)
 
@@ -326,6 +419,7 @@ def summary_rows(exp_id: str, fit: xr.Dataset) -> list[dict]:
             "tolerance": float(fit["claim_tolerance"].values[i]),
             "tolerance_source": text("claim_tolerance_source", i),
             "passed": bool(fit["claim_passed"].values[i]),
+            "judged": bool(fit["claim_judged"].values[i]) if "claim_judged" in fit else True,
             "note": text("claim_note", i),
         })
     return rows

@@ -27,6 +27,12 @@ nqf.experiments.common.ErrorBudget):
   float64 rounding of the loss.
 * bounds without a budget: the staircase gap shrinks as eps falls (it is O(1/ln(1/eps))), and a
   suppressed mode ends below ``suppressed_fraction`` of its peak.
+
+A run too short for a row is not a miss: an ignition the GLV does not reach within the run (its
+time on the run's grid is NaN), a staircase gap of such a mode, a plateau the run stops before,
+and a suppression the run ends too soon after say "not reached: run too short" with the tau_max
+that would reach them (:func:`needed_taus`) and are not judged. ``check`` refuses a tau_max below
+that before any job starts.
 """
 from __future__ import annotations
 
@@ -35,7 +41,8 @@ import xarray as xr
 
 from scipy.integrate import solve_ivp
 
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
+from nqf.experiments.common import (Claim, ErrorBudget, claims_dataset, lv_from_structure, reach_problems, reached,
+                                    run_too_short)
 from nqf.experiments.ids import exact_number
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
 from nqf.experiments.matching import check_runs
@@ -107,7 +114,45 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
     lam_arr, y_arr = np.asarray(lam, float), np.asarray(y, float)
     z_star, _ = nnls(lam_arr, y_arr)  # the end point the modes settle at (nqf.experiments.common.min_loss)
-    return unstable_lr(cfg["lr"], cfg["loss"], y_arr.size, 8.0 / y_arr.size * lam_arr.T @ lam_arr, z_star)
+    problems = unstable_lr(cfg["lr"], cfg["loss"], y_arr.size, 8.0 / y_arr.size * lam_arr.T @ lam_arr, z_star)
+    if problems:
+        return problems
+    m = y_arr.size
+    sc = staircase(8.0 / m * lam_arr.T @ y_arr, 8.0 / m * lam_arr.T @ lam_arr, -1.0, loss0=float(np.mean(y_arr ** 2)))
+    names, predicted, needed = needed_taus(sc, [float(e) for e in cfg["eps"]],
+                                           float(cfg["tolerances"]["suppressed_fraction"]))
+    return reach_problems("tau_max", float(cfg["tau_max"]), needed, predicted, None, names,
+                          to_key=tau_max_to_reach, clock="tau = tau_max", unit="tau", event="the last event",
+                          margin="the staircase's event plus its O(1/ln(1/eps)) finite-eps shift")
+
+
+def tau_max_to_reach(tau: float) -> float:
+    """The tau_max that reaches ``tau``, rounded up to two decimals."""
+    return float(np.ceil(float(tau) * 100 - 1e-9) / 100)
+
+
+def needed_taus(sc, eps_list: list[float], fraction: float) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """What the rows need the run to reach, in tau = t / ln(1/eps) (one value per event): each
+    ignition of the eps -> 0 staircase, widened by the O(1/ln(1/eps)) finite-eps shift at the
+    largest eps (a relative margin 1/ln(1/eps_max)), and each suppression followed by the time the
+    suppressed mode takes at the smallest eps to fall to ``fraction`` of its peak, ln(1/fraction) /
+    (|g_k| ln(1/eps_min)), g_k its rate after suppression. Returns (names, the staircase's event
+    taus, the needed taus)."""
+    widen = 1.0 + 1.0 / np.log(1.0 / max(eps_list))
+    names, predicted, needed = [], [], []
+    for k in np.flatnonzero(np.isfinite(sc.ignition_tau)):
+        names.append(f"the ignition of mode {k + 1}")
+        predicted.append(sc.ignition_tau[k])
+        needed.append(sc.ignition_tau[k] * widen)
+    for k in sc.suppressed:
+        tau_s = float(sc.suppression_tau[k])
+        x = sc.x(np.array([tau_s + 1e-6, tau_s + 1e-3]))[:, k]
+        rate = abs(float(x[1] - x[0])) / (1e-3 - 1e-6)
+        fall = np.log(1.0 / fraction) / (rate * np.log(1.0 / min(eps_list))) if rate > 0 else np.inf
+        names.append(f"the suppression of mode {k + 1} (to {fraction:g} of its peak at eps {min(eps_list):.0e})")
+        predicted.append(tau_s)
+        needed.append(tau_s * widen + fall)
+    return names, np.array(predicted, float), np.array(needed, float)
 
 
 def estimate(cfg: dict) -> dict:
@@ -271,47 +316,73 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                "flow_lr": float(theory_ds.attrs.get("flow_lr", np.nan))},
     )
     claims = []
+    r, C = theory_ds["r"].values, theory_ds["C"].values
+    loss0 = float(theory_ds.attrs["loss0"])
+    sc = staircase(r, C, -1.0, loss0=loss0)
+    fraction = float(cfg["tolerances"]["suppressed_fraction"])
+    # What the runs reach: each run ends at its own tau (ceil(tau_max ln(1/eps) / eta) steps), and
+    # each event needs the tau of needed_taus (a row beyond the run is not judged, not missed).
+    tau_end = min(float(run_ds[run_id(e)]["tau"].values[-1]) for e in eps_list)
+    _, _, needed = needed_taus(sc, eps_list, fraction)
+    tau_needed = float(np.max(needed)) if needed.size else tau_end
+
+    def too_short(tau_pred: float, what: str = "the staircase puts it at") -> str:
+        return run_too_short(tau_end, tau_pred, tau_max_to_reach(max(tau_needed, tau_pred)), what=what,
+                             key="tau_max", clock="tau")
+
     ignites = np.flatnonzero(np.isfinite(tau_star))
     for i, eps in enumerate(eps_list):
+        run_end = float(run_ds[run_id(eps)]["time"].values[-1])
         for k in ignites:
             budget = ErrorBudget({"GD O(lr): modified-flow shift": gd_shift[i, k]}, factor)
-            claims.append(budget.claim(
+            claim = budget.claim(
                 f"eps {eps:.0e}: GD ignition time of mode {k + 1}", float(t_glv[i, k]), float(t_gd[i, k]),
                 checks="theorem", source=SOURCE_GLV,
-                note=f"GD vs coupled GLV integration; GD's modified flow ignites at {theory_ds['t_star_gd_flow'].values[i, k]:.6g}"))
+                note=f"GD vs coupled GLV integration; GD's modified flow ignites at {theory_ds['t_star_gd_flow'].values[i, k]:.6g}")
+            # the GLV's crossing is on the run's own grid: NaN when the run stops before it
+            latest = t_glv[i, k] * (1 + claim.tolerance) if np.isfinite(claim.tolerance) else t_glv[i, k]
+            if not reached(run_end, latest, claim.measured):
+                claim = claim.not_judged(too_short(float(tau_star[k])))
+            claims.append(claim)
     order = np.argsort(eps_list)[::-1]  # from large to small eps
     for k in ignites:
         g = gap[order, k]
         ratio = float(np.max(g[1:] / g[:-1])) if g.size > 1 else np.nan
-        claims.append(Claim(f"mode {k + 1}: staircase gap shrinks as eps falls (max ratio of consecutive gaps)",
-                            1.0, ratio, np.nan, comparison="at_most", checks="ours", source=SOURCE_STAIRCASE,
-                            tolerance_source="bound: the staircase is the eps -> 0 limit, so |t*_GLV / ln(1/eps) - "
-                                             "tau*| must fall with eps (it is O(1/ln(1/eps))); no tolerance",
-                            note=f"gap {g[0]:.3g} at eps {eps_list[order[0]]:.0e} -> {g[-1]:.3g} at {eps_list[order[-1]]:.0e}; O(1/ln(1/eps))"))
+        claim = Claim(f"mode {k + 1}: staircase gap shrinks as eps falls (max ratio of consecutive gaps)",
+                      1.0, ratio, np.nan, comparison="at_most", checks="ours", source=SOURCE_STAIRCASE,
+                      tolerance_source="bound: the staircase is the eps -> 0 limit, so |t*_GLV / ln(1/eps) - "
+                                       "tau*| must fall with eps (it is O(1/ln(1/eps))); no tolerance",
+                      note=f"gap {g[0]:.3g} at eps {eps_list[order[0]]:.0e} -> {g[-1]:.3g} at {eps_list[order[-1]]:.0e}; O(1/ln(1/eps))")
+        if g.size > 1 and not np.all(np.isfinite(g)):  # the GLV did not ignite within some run
+            claim = claim.not_judged(too_short(float(tau_star[k])))
+        claims.append(claim)
     smallest = int(order[-1])
     eps_min = eps_list[smallest]
     tau_run = theory_ds["tau"].values[smallest]
     loss_run = theory_ds["loss"].values[smallest]
     starts, ends = theory_ds["plateau_tau_start"].values, theory_ds["plateau_tau_end"].values
-    r, C = theory_ds["r"].values, theory_ds["C"].values
-    loss0 = float(theory_ds.attrs["loss0"])
-    sc = staircase(r, C, -1.0, loss0=loss0)
     rounding = np.finfo(float).eps * structure.sizes["sample"] * loss0
     for j, value in enumerate(theory_ds["plateau_loss"].values):
         tau_f, flat = _plateau_flattest(tau_run, loss_run, starts[j], ends[j])
         budget = ErrorBudget({"finite eps: sum_k |g_k| eps^|x_k| / 4": plateau_offset(sc, r, C, tau_f, eps_min),
                               "float64 rounding": rounding}, factor)
-        claims.append(budget.claim(
+        claim = budget.claim(
             f"plateau {j} loss (staircase vs GLV at eps {eps_min:.0e})", float(value), flat, relative=False,
             checks="ours", source=SOURCE_STAIRCASE,
-            note=f"GLV loss at the flattest point of the plateau, tau = {tau_f:.3g}"))
+            note=f"GLV loss at the flattest point of the plateau, tau = {tau_f:.3g}")
+        if not np.isfinite(flat) and ends[j] > np.nanmax(tau_run):  # the run stops before the plateau shows
+            claim = claim.not_judged(too_short(float(starts[j]), what="the plateau begins at"))
+        claims.append(claim)
     for k in np.flatnonzero(np.isfinite(theory_ds["tau_suppressed"].values)):
         z = run_ds[run_id(eps_min)]["z"].values[0, :, k]
-        claims.append(Claim(f"mode {k + 1} suppressed: final z / peak z in GD at eps {eps_min:.0e}",
-                            float(cfg["tolerances"]["suppressed_fraction"]), float(z[-1] / np.max(z)), np.nan,
-                            comparison="at_most", checks="ours", source=SOURCE_STAIRCASE,
-                            tolerance_source="bound: the staircase sends a suppressed mode to z = 0 (x_k falls at "
-                                             "rate g_k < 0); tolerances.suppressed_fraction is the threshold",
-                            note=f"staircase: ignites at tau {tau_star[k]:.3f}, suppressed at tau "
-                                 f"{float(theory_ds['tau_suppressed'].values[k]):.3f}"))
+        tau_s = float(theory_ds["tau_suppressed"].values[k])
+        claim = Claim(f"mode {k + 1} suppressed: final z / peak z in GD at eps {eps_min:.0e}",
+                      fraction, float(z[-1] / np.max(z)), np.nan,
+                      comparison="at_most", checks="ours", source=SOURCE_STAIRCASE,
+                      tolerance_source="bound: the staircase sends a suppressed mode to z = 0 (x_k falls at "
+                                       "rate g_k < 0); tolerances.suppressed_fraction is the threshold",
+                      note=f"staircase: ignites at tau {tau_star[k]:.3f}, suppressed at tau {tau_s:.3f}")
+        if not claim.passed and tau_end < tau_needed:  # the run ends before the mode has had time to fall
+            claim = claim.not_judged(too_short(tau_s, what="the suppression begins at"))
+        claims.append(claim)
     return xr.merge([ds, claims_dataset(claims)])

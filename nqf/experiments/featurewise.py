@@ -27,13 +27,21 @@ times ``tolerances.safety_factor`` (nqf.experiments.common.ErrorBudget):
   (rtol |ln z| + atol); the flow is non-expansive in ln z (d delta / dt = -C z delta).
 * Assumption 1 (shared eigenbasis): holds by construction for diagonal data (checks
   "construction", nqf.experiments.common.CHECKS): stated, not measured.
+
+A run too short for a row is not a miss: an ignition or a drop that was not measured because
+its prediction (plus its tolerance) lies beyond the run's end, and the trajectory row when no
+mode ignites within the run, say "not reached: run too short" with the steps that would reach
+them (nqf.experiments.common.run_too_short) and are not judged. ``check`` refuses such a config
+before any job starts: the run must reach the slowest mode's half saturation (Theorem 8) delayed
+by twice GD's O(lr) lag (:func:`needed_times`), which covers its loss drop too (it comes earlier).
 """
 from __future__ import annotations
 
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, lv_from_structure
+from nqf.experiments.common import (LAG_MARGIN, Claim, ErrorBudget, claims_dataset, lv_from_structure,
+                                    reach_problems, reached, run_too_short, steps_to_reach)
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.experiments.matching import check_runs
 from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
@@ -55,11 +63,34 @@ def runs(cfg: dict) -> list[str]:
 
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Cross-key problems found before any job starts: an lr at which GD cannot settle at the
-    saturation z_k = r_k / C_diag (C = C_diag I: the Hessian's eigenvalues there are the r_k)."""
+    saturation z_k = r_k / C_diag (C = C_diag I: the Hessian's eigenvalues there are the r_k),
+    and steps that end the run before the slowest mode ignites (:func:`needed_times`)."""
     from nqf.experiments.divergence import lr_at_or_above
 
     r = np.asarray(cfg["r"], float)  # r_k > 0 (schema); no dense 4096 x 4096 eigenproblem needed
-    return lr_at_or_above(cfg["lr"], cfg["loss"], r.size, 2.0 / float(r.max()))
+    problems = lr_at_or_above(cfg["lr"], cfg["loss"], r.size, 2.0 / float(r.max()))
+    if problems:
+        return problems
+    c = np.full(r.size, float(cfg["C_diag"]))
+    eta = flow_lr(cfg["lr"], cfg["loss"], r.size)
+    t_star = predicted_ignition_times(r, c, float(cfg["eps"]))
+    need = needed_times(r, c, float(cfg["eps"]), eta)
+    return reach_problems("steps", eta * int(cfg["steps"]), need, t_star, eta,
+                          [f"mode {k + 1} (r = {r[k]:.4g})" for k in range(r.size)],
+                          margin=f"its half saturation delayed by {LAG_MARGIN:g} x GD's O(lr) lag")
+
+
+def needed_times(r, c_diag, eps: float, eta: float) -> np.ndarray:
+    """Per mode, the flow time a run must reach for its rows to be judged: Theorem 8's
+    half-saturation time t*_k (its ignition row; its loss drop comes earlier, since with C diagonal
+    a mode's share of the excess loss is halved at z = (1 - 1/sqrt 2) z*), delayed by LAG_MARGIN
+    times GD's first-order lag (eta / 4) ln(z_half / eps): GD crosses at about t*_k plus one lag, so
+    the run holds the crossing with room to spare. inf for a mode that never ignites (r_k <= 0)."""
+    r, c_diag = np.asarray(r, float), np.asarray(c_diag, float)
+    t = predicted_ignition_times(r, c_diag, eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lag = eta * np.log(np.maximum(r / (2 * c_diag), eps) / eps) / 4
+    return np.where(np.isfinite(t), t + LAG_MARGIN * lag, t)
 
 
 def estimate(cfg: dict) -> dict:
@@ -152,6 +183,16 @@ def plateau_midpoints(r: np.ndarray, c_diag: np.ndarray, t_star: np.ndarray, exc
     return order, (levels[:-1] + levels[1:]) / 2
 
 
+def beyond_run_crossings(lv, r, c_diag, eps: float, levels, need, loss_min: float) -> np.ndarray:
+    """The times Theorem 6's excess loss falls through ``levels``, on a grid that runs past every
+    mode's needed time (the drops' predictions for a run that stops before them)."""
+    finite = np.asarray(need, float)[np.isfinite(need)]
+    t_far = 1.5 * float(finite.max()) if finite.size else 1.0
+    grid = np.linspace(0.0, t_far, 4001)
+    excess = lv.loss(logistic_solution(r, c_diag, np.full(r.size, eps), grid)) - loss_min
+    return np.array([level_crossing(grid, excess, lev) for lev in levels])
+
+
 def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset],
         cfg: dict) -> xr.Dataset:
     """Measured ignition times, loss drops and trajectory errors beside the predictions, with
@@ -172,9 +213,13 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     z_thm = logistic_solution(r, c_diag, np.full(lv.modes, eps), t)
     z_err = np.max(np.abs(np.log(z) - np.log(z_thm)), axis=0)
     t_err = np.abs(t_meas - t_pred) / t_pred
+    t_end = float(t[-1])
     with np.errstate(divide="ignore", invalid="ignore"):
         gd_delay = eta * np.log(saturation / 2 / eps) / (4 * t_pred)  # relative GD delay of t*_k
-        gd_z = eta * r * np.log(r / (c_diag * eps)) / 4  # GD's bound on |ln z_GD - ln z_Thm6|
+        # GD's bound on |ln z_GD - ln z_Thm6| over this run: the delay (eta/4) ln(z/z0) times the
+        # growth rate, which grows until the mode ignites (eta r_k ln(r_k/(C_kk eps)) / 4 there), so
+        # a run that stops at t_end before t*_k carries eta r_k^2 t_end / 4 for that mode.
+        gd_z = eta * r * np.minimum(r * t_end, np.log(r / (c_diag * eps))) / 4
     # Loss drops: the excess loss falls through the midpoint between consecutive plateaus.
     loss_min = float(structure["min_loss"])
     order, mids = plateau_midpoints(r, c_diag, t_pred, lambda zz: lv.loss(zz) - loss_min)
@@ -186,6 +231,10 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     drop_delay = np.array([eta * np.log(max(z_at_drop[j, k], eps) / eps) / (4 * drop_pred[j])
                            if np.isfinite(drop_pred[j]) and drop_pred[j] > 0 else np.nan
                            for j, k in enumerate(order)])
+    # What the run reaches: the time each mode's rows need (needed_times), and the drops of
+    # Theorem 6's loss past the end (where drop_pred, on the run's own times, is NaN).
+    need = needed_times(r, c_diag, eps, eta)
+    drop_beyond = beyond_run_crossings(lv, r, c_diag, eps, mids, need, loss_min)
     ds = xr.Dataset(
         {
             "t_star_measured": ("mode", t_meas, {"units": "1", "long_name": "ignition time measured from GD (z_k reaches r_k / (2 C_kk))"}),
@@ -193,7 +242,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             "t_star_rel_error": ("mode", t_err, {"units": "1", "long_name": "|measured - predicted| / predicted"}),
             "t_star_gd_delay": ("mode", gd_delay, {"units": "1", "long_name": "GD's first-order relative delay eta ln(z_half / eps) / (4 t*_k)"}),
             "z_max_log_error": ("mode", z_err, {"units": "1", "long_name": "max_t |ln z_GD - ln z_Thm6|"}),
-            "z_gd_error": ("mode", gd_z, {"units": "1", "long_name": "GD's first-order bound eta r_k ln(r_k / (C_kk eps)) / 4"}),
+            "z_gd_error": ("mode", gd_z, {"units": "1", "long_name": "GD's first-order bound over the run eta r_k min(r_k t_end, ln(r_k / (C_kk eps))) / 4"}),
             "drop_mode": ("drop", order, {"long_name": "mode whose ignition makes the drop"}),
             "drop_level": ("drop", mids, {"units": "1", "long_name": "excess loss halfway between the plateaus before and after"}),
             "drop_time_measured": ("drop", drop_meas, {"units": "1", "long_name": "time the GD excess loss falls through drop_level"}),
@@ -204,30 +253,58 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         attrs={"experiment_kind": KIND, "lr": float(cfg["lr"]), "loss_convention": cfg["loss"], "flow_lr": eta},
     )
     claims = []
+
+    def short(claim: Claim, t_pred_k: float, k: int) -> Claim:
+        """The claim, not judged when its crossing was not measured and its prediction (plus the
+        tolerance) lies beyond the run: a run too short is not a miss."""
+        # a crossing not measured is a miss once the run has passed either the latest time a passing
+        # crossing could come (the tolerance) or the time the kind says a run must reach (need)
+        latest = t_pred_k * (1 + claim.tolerance) if np.isfinite(claim.tolerance) else t_pred_k
+        if reached(t_end, min(latest, need[k]) if np.isfinite(need[k]) else latest, claim.measured):
+            return claim
+        return claim.not_judged(run_too_short(t_end, t_pred_k, steps_to_reach(need[k], eta)))
+
     for k in range(t_pred.size):
         budget = ErrorBudget({"GD O(lr): eta ln(z_half/eps)/(4 t*)": gd_delay[k]}, factor)
-        claims.append(budget.claim(
+        claims.append(short(budget.claim(
             f"ignition time t*_{k + 1} (r = {r[k]:.4g})", float(t_pred[k]), float(t_meas[k]), checks="paper",
             source=f"{PAPER_FIG3}: 'Vertical dashed lines mark the characteristic timescales t*_k where each "
                    "feature reaches half-saturation' (Theorem 8, rho = 1/2)",
             note=f"time z_k reaches r_k / (2 C_kk); the caption's (1/r) ln(r/(C eps)) differs by "
-                 f"{abs(np.log1p(-c_diag[k] * eps / r[k])) / r[k] / t_pred[k]:.1e} relative; eta = c lr = {eta:g}"))
+                 f"{abs(np.log1p(-c_diag[k] * eps / r[k])) / r[k] / t_pred[k]:.1e} relative; eta = c lr = {eta:g}"),
+            float(t_pred[k]), k))
     for j, k in enumerate(order):
         budget = ErrorBudget({"GD O(lr): eta ln(z_k/eps)/(4 t) at the drop": drop_delay[j]}, factor)
-        offset = (drop_pred[j] - t_pred[k]) * r[k]
-        claims.append(budget.claim(
+        # a drop past the run's end has no crossing on the run's times: quote Theorem 6's beyond it
+        pred_j = float(drop_pred[j]) if np.isfinite(drop_pred[j]) else float(drop_beyond[j])
+        offset = (pred_j - t_pred[k]) * r[k]
+        claims.append(short(budget.claim(
             f"loss drop {j + 1} (mode {k + 1}): time the excess loss is halfway between plateaus",
-            float(drop_pred[j]), float(drop_meas[j]), checks="paper",
+            pred_j, float(drop_meas[j]), checks="paper",
             source=f"{PAPER_FIG3}: 'The excess MSE loss over time, which exhibits sequential plateaus. Each sharp "
                    "drop in the loss aligns with t*_k'",
             note=f"predicted: the same crossing of Theorem 6's loss on the run's recorded times; it lies "
-                 f"{offset:+.2f} / r_k from t*_k = {t_pred[k]:.4g} (the drop's own width is 1 / r_k)"))
-    budget = ErrorBudget({"GD O(lr): max_k eta r_k ln(r_k/(C_kk eps))/4": float(np.nanmax(gd_z))}, factor)
-    claims.append(budget.claim(
+                 f"{offset:+.2f} / r_k from t*_k = {t_pred[k]:.4g} (the drop's own width is 1 / r_k)"),
+            pred_j, k))
+    # the range of ln z the comparison covers: a tolerance as large cannot tell a theory from another
+    ln_range = float(np.max(np.abs(np.log(z_thm[-1]) - np.log(z_thm[0]))))
+    budget = ErrorBudget({"GD O(lr): max_k eta r_k min(r_k t_end, ln(r_k/(C_kk eps)))/4": float(np.nanmax(gd_z))},
+                         factor)
+    ignited = np.flatnonzero(t_pred <= t_end)
+    trajectory = budget.claim(
         "max_t,k |ln z_GD - ln z_Thm6|", 0.0, float(np.max(z_err)), relative=False, checks="paper",
         source=f"{PAPER_FIG3}: 'Solid lines represent the theory in Theorem 6 and markers represent the results "
                "obtained by GD' (Sec. 7: 'the numerical trajectories match the predictions of Theorem 6')",
-        note=f"per mode {', '.join(f'{v:.2g}' for v in z_err)}; eta = c lr = {eta:g}"))
+        note=f"per mode {', '.join(f'{v:.2g}' for v in z_err)}; eta = c lr = {eta:g}"
+             + (f"; not ignited within the run: mode {', '.join(str(k + 1) for k in range(r.size) if k not in ignited)}"
+                if 0 < ignited.size < r.size else ""),
+        scale=ln_range, scale_what="the range of ln z_Thm6 over the run")
+    if ignited.size == 0 and trajectory.judged:  # only the exponential rise: not the switch-ons the figure shows
+        first = int(np.argmin(t_pred))
+        trajectory = trajectory.not_judged(run_too_short(
+            t_end, float(t_pred[first]), steps_to_reach(need[first], eta),
+            what=f"the first ignition (mode {first + 1}) is at"))
+    claims.append(trajectory)
     log_z = np.log(np.maximum(theory_ds["z_closed_form"].values[1:], np.finfo(float).tiny))
     budget = ErrorBudget({"Radau rtol x max|ln z|": GLV_RTOL * float(np.max(np.abs(log_z))),
                           "atol": GLV_ATOL}, factor)

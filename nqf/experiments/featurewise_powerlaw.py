@@ -39,7 +39,7 @@ from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 from nqf.experiments.machine import seed_draw
 from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, fit_seeds,
-                                     flow_step, seeded_init, train_loss_only)
+                                     flow_step, seeded_init, train_loss_only, window_reach_problems)
 from nqf.ignition import predicted_ignition_times
 from nqf.losses import flow_lr
 from nqf.lotka_volterra import logistic_solution
@@ -85,11 +85,18 @@ def run_config(cfg: dict, run: str) -> dict:
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Cross-key problems found before any job starts: an lr at which GD cannot settle at the
     saturation z_k = r_k / C_kk (diagonal C: the Hessian's eigenvalues there are the r_k, the
-    largest r_1 = 1)."""
+    largest r_1 = 1), and steps that end the run before twice the end of the theory's fitting
+    window (nqf.experiments.powerlaw.window_reach_problems)."""
     from nqf.experiments.divergence import lr_at_or_above
 
-    r = design(int(cfg["m"]), float(cfg["alpha1"]), float(cfg["alpha2"]))["r"]
-    return lr_at_or_above(cfg["lr"], cfg["loss"], r.size, 2.0 / float(r.max()))
+    d = design(int(cfg["m"]), float(cfg["alpha1"]), float(cfg["alpha2"]))
+    r = d["r"]
+    problems = lr_at_or_above(cfg["lr"], cfg["loss"], r.size, 2.0 / float(r.max()))
+    if problems:
+        return problems
+    # the window the theory assigns without a horizon: the run must reach twice its end
+    pred = predict_exponent(r, d["V"], C=d["C"], z0=init_profile(r.size, float(cfg["eps"]), float(cfg["beta0"])))
+    return window_reach_problems(pred, flow_lr(cfg["lr"], cfg["loss"], r.size), int(cfg["steps"]))
 
 
 def estimate(cfg: dict) -> dict:
@@ -290,7 +297,8 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     sf = fit_seeds(run_ds["seeds"], theory_ds, float(structure_ds["min_loss"]), cfg["n_boot"])
     claims = exponent_claims(theory_ds, sf.fit, sf.shifted, sf.shifted_half, h=sf.h, rates=theory_ds["r"].values,
                              factor=factor, what="GD excess loss", asymptotic_checks="paper",
-                             asymptotic_source=PAPER_SOURCE, theorem=THEOREM)
+                             asymptotic_source=PAPER_SOURCE, theorem=THEOREM,
+                             t_end=float(sf.run["time"].values[-1]))
     # Crossover.
     cross = run_ds["crossover"]
     eps = cross["eps"].values

@@ -137,6 +137,27 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     if isinstance(cfg["steps"], list) and len(cfg["steps"]) != len(cfg["thetas"]):
         return [("steps", f"lists {len(cfg['steps'])} values for {len(cfg['thetas'])} thetas; give one per "
                           "theta, an integer, or auto.")]
+    return window_problems(cfg)
+
+
+def window_problems(cfg: dict) -> list[tuple[str, str]]:
+    """(key, sentence) where a theta's run ends before any fitting window exists (fewer than two
+    modes switch on by its horizon, so the theory stage has nothing to fit): the steps that reach
+    the second mode's ignition. A run that stops inside or short of the window the theory assigns
+    is not refused: that is a reading of the paper's stated lr and steps, whose rows then say they
+    were not reached (the horizon row records it)."""
+    from nqf.experiments.common import reach_problems
+
+    dt = flow_lr(cfg["lr"], cfg["loss"], int(cfg["M"]))
+    for theta, steps, full in zip(cfg["thetas"], theta_steps(cfg), theory_windows(cfg)):
+        try:
+            theory_windows({**cfg, "thetas": [theta]}, [dt * steps])
+        except ValueError:
+            second = float(np.sort(full.t_star)[1])
+            key = "steps" if not isinstance(cfg["steps"], list) else f"steps.{list(cfg['thetas']).index(theta)}"
+            return reach_problems(key, dt * steps, [second], [second], dt,
+                                  [f"theta = {theta:g}: the second mode (the first fitting window needs two)"],
+                                  event="any fitting window", margin="no margin: the least window there is")
     return []
 
 

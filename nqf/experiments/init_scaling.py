@@ -46,6 +46,12 @@ later by (eta / 4) ln(z / z_k(0)):
   plus eta r_k / 4 (plus the projection model error for coupled modes).
 * Theorem 16's residuals on the designed data: exact by construction, so a fixed rounding
   allowance ``tolerances.reduction_residual``.
+
+A run too short for an ignition is not a miss: an aligned replica or a Gaussian seed whose
+ignition was not measured because its Theorem 8 time (plus the row's tolerance) lies beyond the
+run's end makes the rows that need it say "not reached: run too short" with the steps that would
+reach it (nqf.experiments.common.run_too_short) and not judged. ``check`` refuses steps below the
+slowest aligned ignition before any job starts (:func:`needed_times`).
 """
 from __future__ import annotations
 
@@ -99,13 +105,40 @@ def run_config(cfg: dict, run: str) -> dict:
 
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Cross-key problems found before any job starts: a module to train that is not one of the
-    experiment's architectures (it would never be trained, and its rows never written)."""
+    experiment's architectures (it would never be trained, and its rows never written), and steps
+    that end the runs before the slowest aligned mode ignites (:func:`needed_times`; under the
+    mean and half_mean conventions, whose clock does not depend on each design's sample count)."""
     extra = [m for m in cfg.get("modules", ()) if m not in cfg["architectures"]]
     if extra:
         return [("modules", f"lists {', '.join(map(repr, extra))}, not among the experiment's architectures "
                             f"({', '.join(cfg['architectures'])}); a module is trained beside its architecture's "
                             f"NQF, so list it under architectures too or remove it from modules.")]
-    return []
+    loss = cfg.get("loss", "mean")
+    if loss not in ("mean", "half_mean"):  # c = m or m/2: m is the design's, known once it is built
+        return []
+    from nqf.experiments.common import LAG_MARGIN, reach_problems
+    from nqf.losses import flow_lr
+
+    rates, eps = np.asarray(cfg["rates"], float), np.asarray(cfg["eps"], float)
+    eta = flow_lr(cfg["lr"], loss, 1)
+    t_star, need = needed_times(rates, eps, eta)
+    names = [f"mode {k + 1} (rate {rates[k]:.4g}) at eps {e:.0e}" for e in eps for k in range(rates.size)]
+    return reach_problems("steps", eta * int(cfg["steps"]), need.ravel(), t_star.ravel(), eta, names,
+                          margin=f"Theorem 8 for the aligned init delayed by {LAG_MARGIN:g} x GD's O(lr) lag")
+
+
+def needed_times(rates, eps, eta: float) -> tuple[np.ndarray, np.ndarray]:
+    """(Theorem 8's ignition time of each aligned replica, the flow time a run must reach to see
+    it), both (eps, mode). The aligned init starts z_k at eps z*_k, so t*_k = ln((1 - eps) / eps) / r_k
+    in every regime (r_k = a zeta_k, the configured rate); the run must reach t*_k delayed by
+    LAG_MARGIN times GD's first-order lag (eta / 4) ln(1 / (2 eps))."""
+    from nqf.experiments.common import LAG_MARGIN
+
+    rates, eps = np.asarray(rates, float), np.asarray(eps, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_star = np.log((1 - eps) / eps)[:, None] / rates[None, :]
+        lag = eta * np.log(1 / (2 * eps))[:, None] / 4 * np.ones_like(rates)[None, :]
+    return t_star, t_star + LAG_MARGIN * lag
 
 
 def estimate(cfg: dict) -> dict:

@@ -21,17 +21,21 @@ error budget (nqf.experiments.common.ErrorBudget) times ``tolerances.safety_fact
   exactly from the theory's own solution, so they enter once, without the safety factor (a known
   bias, not an uncertainty): the asymptotic rows can only be as sharp as the finite-size
   deviation, and the exact-curve row is the sharp test of the theory.
+
+The rows need the run to reach twice the window's end (the window-shift row hi*2 refits up to
+there): ``window_reach_problems`` refuses fewer steps before any job starts, and a shifted window
+that leaves the record says "not reached: run too short" and is not judged.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import Claim, ErrorBudget
+from nqf.experiments.common import Claim, ErrorBudget, reach_problems, run_too_short, steps_to_reach
 from nqf.scaling import PowerLawFit, fit_power_law, window_sensitivity
 from nqf.training import train
 
@@ -241,10 +245,21 @@ def systematic_claim(quantity: str, predicted: float, measured: float, systemati
     return Claim(quantity, predicted, measured, sys_total + budget.tolerance, tolerance_source=source, **kwargs)
 
 
+def window_reach_problems(pred, h: float, steps: int) -> list[tuple[str, str]]:
+    """(key, sentence) where ``steps`` of flow step ``h`` end before twice the end of the window the
+    theory assigns without a horizon (``pred`` of nqf.scaling.predict_exponent): the exponent rows
+    refit the window with its end doubled (SHIFTS), so the record must cover that far."""
+    w = pred.window
+    return reach_problems("steps", h * int(steps), [2.0 * w.t_hi], [w.t_hi], h,
+                          [f"the fitting window's end (mode {w.k_hi}, window t in [{w.t_lo:.4g}, {w.t_hi:.4g}])"],
+                          event="the latest time",
+                          margin="twice the window's end, where the window-shift row hi*2 refits")
+
+
 def exponent_claims(theory_ds: xr.Dataset, fit, shifted_gd: np.ndarray, shifted_half: np.ndarray, *,
                     h: float, rates, factor: float, what: str, asymptotic_checks: str,
                     asymptotic_source: str, theorem: str,
-                    asymptotic_name: str = "(alpha1-1)/alpha2") -> list[Claim]:
+                    asymptotic_name: str = "(alpha1-1)/alpha2", t_end: float | None = None) -> list[Claim]:
     """Claims on a measured exponent, each with a tolerance from its error budget (module
     docstring) times ``factor``: against the asymptotic, finite-eps corrected and exact-curve
     predictions, against the exact curve over each shifted window, and the power-law test.
@@ -252,7 +267,7 @@ def exponent_claims(theory_ds: xr.Dataset, fit, shifted_gd: np.ndarray, shifted_
     ``fit`` is the GD fit over the theory's window; ``shifted_gd`` and ``shifted_half`` are GD's
     exponents and CI half-widths over the shifted windows (order of ``SHIFTS``); ``h`` is the flow
     step c lr and ``rates`` the modes' growth rates (for GD's O(lr) term, ordered as the theory's
-    ``t_star``). ``asymptotic_checks``/``asymptotic_source`` label the asymptotic claim (the
+    ``t_star``); ``t_end`` the run's end (a shifted window beyond it is not judged). ``asymptotic_checks``/``asymptotic_source`` label the asymptotic claim (the
     paper's figure, or the theorem where the paper has no figure), ``asymptotic_name`` is its
     formula; ``theorem`` names the theorem.
     """
@@ -300,9 +315,12 @@ def exponent_claims(theory_ds: xr.Dataset, fit, shifted_gd: np.ndarray, shifted_
             note = (f"moving the window ({name}) changes GD's exponent by {abs(g - b):.4f} and the exact "
                     f"curve's by {abs(t_s - th):.4f}: the local exponent drifts (resolved drops at the lower "
                     f"end, the finite-size cutoff at the upper end), which the theory predicts")
-        claims.append(budget.claim(f"{what} exponent, window end {name}: GD vs exact theory", float(t_s), float(g),
-                                   checks="theorem", source=f"{theorem}: exact solution over a shifted window",
-                                   note=note))
+        claim = budget.claim(f"{what} exponent, window end {name}: GD vs exact theory", float(t_s), float(g),
+                             checks="theorem", source=f"{theorem}: exact solution over a shifted window", note=note)
+        if not np.isfinite(g) and t_end is not None and b_ > t_end:  # the run stops before the window's end
+            claim = replace(claim, note="").not_judged(
+                run_too_short(t_end, b_, steps_to_reach(b_, h), what="the shifted window ends at"))
+        claims.append(claim)
     claims.append(Claim(f"{what}: power_law_test on the seed-mean curve (1 = power law)", 1.0,
                         float(fit.is_power_law), math.nan, comparison="at_least", checks="ours",
                         source="the GD curve is a power law over the theory's window (nqf.scaling.power_law_test)",

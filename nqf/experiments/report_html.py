@@ -25,7 +25,8 @@ import string
 import unicodedata
 
 from nqf.experiments.contract import StageConfig
-from nqf.experiments.reproduction import COUNTED, PAGE_STYLE, Experiment, _num, config_sentence, counted, figure_sections
+from nqf.experiments.reproduction import (COUNTED, NOT_JUDGED, PAGE_STYLE, Experiment, _num, config_sentence, counted,
+                                          figure_sections, is_judged, not_judged)
 
 # The columns of a claims table: (heading, row key); the experiment is the page's title.
 CLAIM_COLUMNS = (("quantity", "quantity"), ("checks", "checks"), ("reading", "reading"),
@@ -57,7 +58,7 @@ def _cell(key: str, row: dict) -> str:
         # a row without a tolerance checks a bound: measured at most / at least the predicted value
         return _num(float(value)) if math.isfinite(float(value)) else "bound"
     if key == "passed":
-        return "yes" if _passed(row) else "NO"
+        return "yes" if _passed(row) else "NO" if is_judged(row) else "not judged"
     return _esc(value) if str(value) else "-"
 
 
@@ -66,13 +67,16 @@ def claims_page(exp_id: str, rows: list[dict], *, description: str = "") -> str:
     :func:`nqf.experiments.common.summary_rows` gives them, or as csv.DictReader reads them back
     from the claims CSV); a missed row is highlighted."""
     passed = sum(_passed(r) for r in rows)
+    unjudged = sum(not is_judged(r) for r in rows)
     head = "".join(f"<th>{_esc(h)}</th>" for h, _ in CLAIM_COLUMNS)
     body = []
     for r in rows:
         cells = "".join(f"<td>{_cell(key, r)}</td>" for _, key in CLAIM_COLUMNS)
-        body.append(f"<tr{'' if _passed(r) else ' class=miss'}>{cells}</tr>")
+        body.append(f"<tr{'' if _passed(r) else ' class=miss' if is_judged(r) else ' class=open'}>{cells}</tr>")
     title = f"Checked claims of {_esc(exp_id)}"
-    intro = (f"<p>{_esc(description) + ': ' if description else ''}{passed} of {len(rows)} rows pass. "
+    intro = (f"<p>{_esc(description) + ': ' if description else ''}{passed} of {len(rows)} rows pass"
+             + (f" ({unjudged} not judged: the run did not reach what they measure, neither a pass nor a miss)"
+                if unjudged else "") + ". "
              "Numbers to 4 significant digits (the CSV of the same category has them in full); "
              "rel. error is |measured - predicted| / |predicted|, or |measured - predicted| for a row "
              "checked in absolute terms; "
@@ -81,7 +85,7 @@ def claims_page(exp_id: str, rows: list[dict], *, description: str = "") -> str:
              "ours = this project's own claim, construction = holds by construction (listed, not "
              "counted as a check).</p>")
     table = (f"<table><tr>{head}</tr>" + "".join(body) + "</table>") if rows else "<p>No checked rows.</p>"
-    style = PAGE_STYLE + "tr.miss td{background:#fde2e2}"
+    style = PAGE_STYLE + "tr.miss td{background:#fde2e2}tr.open td{background:#eeeeee}"
     return _ascii(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
                   f"<style>{style}</style></head><body><h1>{title}</h1>{intro}{table}</body></html>")
 
@@ -98,6 +102,9 @@ def verdicts_fragment(experiments: list[Experiment], config: dict | None = None)
 
     rows = counted([r for e in experiments for r in e.rows])
     totals = ", ".join(f"{c} {_frac([r for r in rows if r['checks'] == c])}" for c in COUNTED)
+    unjudged = not_judged([r for e in experiments for r in e.rows])
+    if unjudged:
+        totals += f"; {len(unjudged)} rows {NOT_JUDGED}, not counted"
     out = []
     if config:
         text = re.sub(r"`(.+?)`", r"<code>\1</code>", _esc(config_sentence(config)))
@@ -109,7 +116,7 @@ def verdicts_fragment(experiments: list[Experiment], config: dict | None = None)
         for rd in sec["readings"]:
             exp, verdict = rd["experiment"], rd["verdict"]
             text = f"holds ({_frac(rd['paper'])})" if verdict == "holds" else verdict
-            if not rd["paper"]:  # a theorem's experiment: its theorem and own rows instead
+            if not rd["paper"] and not rd["paper_unjudged"]:  # a theorem's experiment: its theorem and own rows
                 text += "".join(f"; {name} rows {_frac(rd[key])}" for name, key in (("theorem", "theorem"),
                                                                                  ("own", "ours")) if rd[key])
             verdicts.append(f"<code>{_esc(exp.exp_id)}</code>: {'<b>' + text + '</b>' if verdict == 'holds' else text}")
@@ -117,8 +124,11 @@ def verdicts_fragment(experiments: list[Experiment], config: dict | None = None)
                    f"<td>{'<br>'.join(verdicts)}</td></tr>")
     for e in experiments:
         if not e.figure:
-            missed = sum(not _passed(r) for r in e.rows)
-            text = f"all {len(e.rows)} rows hold" if not missed else f"misses {missed} of {len(e.rows)} rows"
+            judged = [r for r in e.rows if is_judged(r)]
+            missed = sum(not _passed(r) for r in judged)
+            text = f"all {len(judged)} rows hold" if not missed else f"misses {missed} of {len(judged)} rows"
+            if not_judged(e.rows):
+                text += f"; {len(not_judged(e.rows))} rows {NOT_JUDGED}"
             out.append(f"<tr><td>this project</td><td>{_esc(e.kind)}</td>"
                        f"<td><code>{_esc(e.exp_id)}</code>: {text}</td></tr>")
     out.append("</table>")

@@ -72,13 +72,30 @@ def collect(fits: dict[str, xr.Dataset], configs: dict[str, dict]) -> list[Exper
 
 
 # What a row of each checks value counts as: a claim of the paper, a theorem, this project's own;
-# a row that holds by construction is listed but never counted as a check.
+# a row that holds by construction is listed but never counted as a check, and neither is a row the
+# run could not judge (judged False: not reached because the run is too short, or a tolerance off
+# the scale; nqf.experiments.common.NOT_REACHED).
 COUNTED = ("paper", "theorem", "ours")
+# A figure's verdict under a reading whose paper rows the run did not reach.
+NOT_JUDGED = "not judged at this run length"
+
+
+def is_judged(row) -> bool:
+    """The row's ``judged`` (True for rows of fit files written before it existed); a claims CSV
+    read back gives the text 'True'/'False'."""
+    value = row.get("judged", True)
+    return value if isinstance(value, bool) else str(value).strip().lower() not in ("false", "0")
 
 
 def counted(rows) -> list:
-    """The rows that count as checks (not those that hold by construction)."""
-    return [r for r in rows if r["checks"] != "construction"]
+    """The rows that count as checks: not those that hold by construction, nor those the run
+    could not judge (:func:`not_judged`)."""
+    return [r for r in rows if r["checks"] != "construction" and is_judged(r)]
+
+
+def not_judged(rows) -> list:
+    """The rows (other than by construction) the run could not judge: neither passed nor missed."""
+    return [r for r in rows if r["checks"] != "construction" and not is_judged(r)]
 
 
 def coverage(experiments: list[Experiment]) -> list[dict]:
@@ -153,11 +170,15 @@ def _num(v: float) -> str:
     return f"{v:.4g}"
 
 
-def _verdict(rows) -> str:
-    if not rows:
-        return "no rows"
+def _verdict(rows, unjudged=()) -> str:
+    """'holds', 'misses 1 of 3' over the judged ``rows``; with rows the run could not judge
+    (``unjudged``) and no judged miss, 'not judged at this run length' (never a miss)."""
     failed = [r for r in rows if not r["passed"]]
-    return "holds" if not failed else f"misses {len(failed)} of {len(rows)}"
+    if failed:
+        return f"misses {len(failed)} of {len(rows)}" + (f" judged; {len(unjudged)} not judged" if unjudged else "")
+    if unjudged:
+        return NOT_JUDGED
+    return "holds" if rows else "no rows"
 
 
 def _first_sentence(note: str, limit: int = 260) -> str:
@@ -178,14 +199,20 @@ def figure_sections(experiments: list[Experiment]) -> list[dict]:
         title = PAPER_FIGURES[exps[0].kind][1]
         readings = []
         for exp in exps:
-            paper = [r for r in exp.rows if r["checks"] == "paper"]
-            theorem = [r for r in exp.rows if r["checks"] == "theorem"]
-            ours = [r for r in exp.rows if r["checks"] == "ours"]
+            judged = [r for r in exp.rows if is_judged(r)]
+            paper = [r for r in judged if r["checks"] == "paper"]
+            theorem = [r for r in judged if r["checks"] == "theorem"]
+            ours = [r for r in judged if r["checks"] == "ours"]
+            unjudged = not_judged(exp.rows)
+            paper_unjudged = [r for r in unjudged if r["checks"] == "paper"]
             readings.append({"experiment": exp, "paper": paper, "theorem": theorem, "ours": ours,
                              "construction": [r for r in exp.rows if r["checks"] == "construction"],
-                             "verdict": _verdict(paper) if paper else "no paper rows"})
+                             "unjudged": unjudged, "paper_unjudged": paper_unjudged,
+                             "verdict": (_verdict(paper, paper_unjudged) if paper or paper_unjudged
+                                         else "no paper rows")})
         holds = [r["experiment"].exp_id for r in readings if r["paper"] and r["verdict"] == "holds"]
-        sources = sorted({r["source"] for rd in readings for r in rd["paper"] if r["source"]})
+        sources = sorted({r["source"] for rd in readings for r in rd["paper"] + rd["paper_unjudged"]
+                          if r["source"]})
         sections.append({"figure": fig, "title": title, "readings": readings, "holds_under": holds,
                          "sources": sources, "coverage": coverage(exps)})
     return sections
@@ -207,6 +234,35 @@ def _subject(quantity: str) -> str:
     return f"**{head if ':' in quantity else _first_sentence(quantity, 80)}**"
 
 
+def _latest(rows):
+    """The row with the latest prediction (the one a longer run reaches last), else the first."""
+    def key(r):
+        try:
+            v = float(r.get("predicted", math.nan))
+        except (TypeError, ValueError):  # a claims CSV read back: an empty cell
+            return -math.inf
+        return v if math.isfinite(v) else -math.inf
+    return max(rows, key=key)
+
+
+def _reason(r) -> str:
+    """Why a row was not judged: the head of its note up to the close of its first parenthesis
+    ("not reached: run too short (the run ends at t = 40, ...; steps >= 34822 would reach it)",
+    nqf.experiments.common.run_too_short), else up to its first '; '."""
+    note = str(r["note"]).strip()
+    depth, opened = 0, False
+    for i, ch in enumerate(note):
+        if ch == "(":
+            depth, opened = depth + 1, True
+        elif ch == ")" and depth:
+            depth -= 1
+            if not depth:
+                return note[:i + 1]
+        elif ch == ";" and not depth and not opened:
+            return note[:i]
+    return note
+
+
 def _miss_text(r) -> str:
     crit = f"tolerance {_num(r['tolerance'])}" if math.isfinite(r["tolerance"]) else "bound"
     return f"{r['quantity']}: measured {_num(r['measured'])} vs {_num(r['predicted'])} ({crit})"
@@ -226,12 +282,15 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
         lines += [header, ""]
     if config:
         lines += [config_sentence(config), ""]
-    built = len(every) - len(rows)
+    unjudged = not_judged(every)
+    built = len(every) - len(rows) - len(unjudged)
     lines += [f"{len(rows)} checked rows, {sum(r['passed'] for r in rows)} pass: "
               + ", ".join(f"{c} {sum(r['passed'] for r in rs)}/{len(rs)}" for c, rs in count.items())
               + " (paper = a claim of the paper, theorem = a theorem checked against training, ours = this "
                 "project's own claim)"
               + (f"; {built} more rows hold by construction and are not counted" if built else "")
+              + (f"; {len(unjudged)} rows were not judged (the run did not reach what they measure: "
+                 f"{NOT_JUDGED}, neither a pass nor a miss) and are not counted" if unjudged else "")
               + ". A reading is one choice of what the paper leaves unstated (input scale, readout, loss "
                 "convention, preprocessing); each ran as its own experiment, and a screen covers more "
                 "readings cheaply where a kind has one. Every row, with its tolerance and the tolerance's "
@@ -247,11 +306,19 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
             exp = rd["experiment"]
             bad = [_miss_text(r) for r in rd["paper"] if not r["passed"]]
             frac = lambda rs: f"{sum(r['passed'] for r in rs)}/{len(rs)}" if rs else "-"  # noqa: E731
-            lines.append(f"| `{exp.exp_id}` | {exp.reading or '-'} | {frac(rd['paper'])} | {frac(rd['theorem'])} | "
-                         f"{frac(rd['ours'])} | {'; '.join(bad) or '-'} |")
+            open_ = (f" ({len(rd['paper_unjudged'])} not judged)" if rd["paper_unjudged"] else "")
+            lines.append(f"| `{exp.exp_id}` | {exp.reading or '-'} | {frac(rd['paper'])}{open_} | "
+                         f"{frac(rd['theorem'])} | {frac(rd['ours'])} | {'; '.join(bad) or '-'} |")
         lines.append("")
         full = [rd["experiment"].exp_id for rd in sec["readings"] if rd["paper"] and rd["verdict"] == "holds"]
-        partial = [rd for rd in sec["readings"] if rd["paper"] and rd["verdict"] != "holds"]
+        # a reading with a judged miss; one whose paper rows the run did not all reach and that
+        # misses none of those it judged is not judged at this length (never a miss)
+        partial = [rd for rd in sec["readings"] if any(not r["passed"] for r in rd["paper"])]
+        short = [rd for rd in sec["readings"] if rd["verdict"] == NOT_JUDGED]
+        short_text = "; ".join(
+            f"`{rd['experiment'].exp_id}`: {len(rd['paper_unjudged'])} of {len(rd['paper']) + len(rd['paper_unjudged'])} "
+            f"paper rows not judged, e.g. " + _first_sentence(_reason(_latest(rd["paper_unjudged"])), 200)
+            for rd in short)
         held = ", ".join(f"`{e}`" for e in full)
         missed = ", ".join("`" + rd["experiment"].exp_id + "`" for rd in partial)
         # a reading that ran fewer of the figure's rows (e.g. fewer architectures) says so
@@ -262,17 +329,28 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
             if rd["experiment"].exp_id in full and {r["quantity"] for r in rd["paper"]} < checked)
         untried = [(c["key"], v) for c in sec["coverage"] for v in c["untried"]]
         not_tried = ("; open choices not tried: " + ", ".join(f"{k} {v}" for k, v in untried)) if untried else ""
+        shorts = (f"; {NOT_JUDGED} under " + ", ".join(f"`{rd['experiment'].exp_id}`" for rd in short)
+                  + f" ({short_text})") if short else ""
         if full:
             lines.append(f"**Verdict: every paper row holds under {held}**{narrower}"
-                         + (f"; under {missed} some miss (table)" if partial else "") + f"{not_tried}.")
+                         + (f"; under {missed} some miss (table)" if partial else "") + f"{shorts}{not_tried}.")
         elif partial:
             counts = "; ".join("`" + rd["experiment"].exp_id + "`: " + f"{sum(r['passed'] for r in rd['paper'])} of "
-                               f"{len(rd['paper'])} hold" for rd in partial)
-            if untried:
+                               f"{len(rd['paper'])} hold"
+                               + (f" ({len(rd['paper_unjudged'])} more not judged)" if rd["paper_unjudged"] else "")
+                               for rd in partial)
+            if short:
+                # a reading the run did not judge may yet hold: never 'under none' while one is open
+                lines.append(f"**Verdict: no reading judged here makes every paper row hold**; {counts}{shorts}"
+                             f"{not_tried}.")
+            elif untried:
                 lines.append(f"**Verdict: no reading run here makes every paper row hold**; {counts}{not_tried}.")
             else:
                 lines.append(f"**Verdict: under none of the readings of the open choices does every paper row "
                              f"hold** (every listed value was tried or screened); {counts}.")
+        elif short:
+            lines.append(f"**Verdict: {NOT_JUDGED}**: the runs stop before what the paper's rows measure, so they "
+                         f"neither hold nor miss; {short_text}{not_tried}.")
         lines.append("")
         if sec["coverage"]:
             lines.append("Open choices (what the paper does not state; each value run side by side, only screened, "
@@ -295,13 +373,14 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
             lines.append("")
         for rd in sec["readings"]:
             notes, seen = [], set()
-            for r in [r for r in rd["paper"] if not r["passed"]] + [r for r in rd["paper"] if r["passed"]]:
+            for r in ([r for r in rd["paper"] if not r["passed"]] + rd["paper_unjudged"]
+                      + [r for r in rd["paper"] if r["passed"]]):
                 # one note per subject (the first is a miss where there is one) and per text
                 text, subject = _first_sentence(r["note"], 420), _subject(r["quantity"])
                 if text and text not in seen and subject not in seen:
                     seen.update((text, subject))
                     notes.append(f"{subject}: {text}")
-            misses = sum(not r["passed"] for r in rd["paper"])
+            misses = sum(not r["passed"] for r in rd["paper"]) + min(len(rd["paper_unjudged"]), 1)
             shown = notes[:max(notes_per_reading, misses)]
             if shown:
                 lines.append(f"Numbers, `{rd['experiment'].exp_id}`:")
@@ -312,16 +391,25 @@ def markdown(experiments: list[Experiment], *, header: str = "", notes_per_readi
             lines.append("Theorem and own rows that miss: " + "; ".join(
                 f"{_miss_text(r)} ({_first_sentence(r['note'], 200)})" for r in other) + ".")
             lines.append("")
+        open_rows = [r for rd in sec["readings"] for r in rd["unjudged"] if r["checks"] != "paper"]
+        if open_rows:
+            lines.append(f"Theorem and own rows not judged ({NOT_JUDGED}): " + "; ".join(
+                f"{r['quantity']} ({_first_sentence(_reason(r), 200)})" for r in open_rows) + ".")
+            lines.append("")
     own = [e for e in experiments if not e.figure]
     if own:
         lines += ["## This project's experiments (not in the paper)", "",
-                  "| experiment | kind | reading | theorem rows | own rows | misses |", "|---|---|---|---|---|---|"]
+                  "| experiment | kind | reading | theorem rows | own rows | misses | not judged |",
+                  "|---|---|---|---|---|---|---|"]
         for e in own:
-            th = [r for r in e.rows if r["checks"] == "theorem"]
-            ours = [r for r in e.rows if r["checks"] == "ours"]
-            bad = [_miss_text(r) for r in e.rows if not r["passed"]]
+            judged = counted(e.rows)
+            th = [r for r in judged if r["checks"] == "theorem"]
+            ours = [r for r in judged if r["checks"] == "ours"]
+            bad = [_miss_text(r) for r in judged if not r["passed"]]
+            open_rows = not_judged(e.rows)
+            why = (f"{len(open_rows)} ({_first_sentence(_reason(_latest(open_rows)), 160)})" if open_rows else "-")
             lines.append(f"| `{e.exp_id}` | {e.kind} | {e.reading or '-'} | {sum(r['passed'] for r in th)}/{len(th)} | "
-                         f"{sum(r['passed'] for r in ours)}/{len(ours)} | {'; '.join(bad) or '-'} |")
+                         f"{sum(r['passed'] for r in ours)}/{len(ours)} | {'; '.join(bad) or '-'} | {why} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -33,7 +33,8 @@ from nqf.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import claims_dataset
 from nqf.experiments.machine import seed_draw
 from nqf.experiments.matching import check_runs
-from nqf.experiments.powerlaw import SHIFTS, exponent_claims, exponent_variables, fit_seeds, seeded_init, train_loss_only
+from nqf.experiments.powerlaw import (SHIFTS, exponent_claims, exponent_variables, fit_seeds, seeded_init,
+                                     train_loss_only, window_reach_problems)
 from nqf.losses import flow_lr
 from nqf.scaling import predict_exponent
 from nqf.training import log_step_grid
@@ -62,7 +63,8 @@ def runs(cfg: dict) -> list[str]:
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Cross-key problems found before any job starts: an lr at which GD cannot settle at the end
     point its flow reaches from the mean initial profile (the Hessian's largest eigenvalue there
-    is about zeta_1 = zeta1; nqf.stability.sample_block_curvature)."""
+    is about zeta_1 = zeta1; nqf.stability.sample_block_curvature), and steps that end the run
+    before twice the end of the theory's fitting window (nqf.experiments.powerlaw.window_reach_problems)."""
     from nqf.experiments.divergence import lr_at_or_above
     from nqf.stability import sample_block_curvature
 
@@ -70,7 +72,13 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     d = design(m, cfg["gamma1"], cfg["gamma2"], cfg["zeta1"], cfg["entries"])
     z0 = init_profile(m, d["lam"].shape[1], float(cfg["eps"]), float(cfg["beta0"])).reshape(d["lam"].shape)
     curvature = sample_block_curvature(d["lam"], d["y"], z0)
-    return lr_at_or_above(cfg["lr"], cfg["loss"], m, 2.0 / float(curvature.max()))
+    problems = lr_at_or_above(cfg["lr"], cfg["loss"], m, 2.0 / float(curvature.max()))
+    if problems:
+        return problems
+    # the window the theory assigns without a horizon (exact Eq. 36 times): the run must reach twice its end
+    t_half = theorem5_ignition_times(dense_diagonals(d["lam"]), d["y"], z0.ravel())
+    pred = predict_exponent(d["zeta"], d["V"], t_star=t_half)
+    return window_reach_problems(pred, flow_lr(cfg["lr"], cfg["loss"], m), int(cfg["steps"]))
 
 
 def estimate(cfg: dict) -> dict:
@@ -237,7 +245,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     claims = exponent_claims(theory_ds, sf.fit, sf.shifted, sf.shifted_half, h=sf.h, rates=theory_ds["zeta"].values,
                              factor=float(cfg["tolerances"]["safety_factor"]), what="GD loss",
                              asymptotic_checks="theorem", asymptotic_source=ASYMPTOTIC_SOURCE, theorem=THEOREM,
-                             asymptotic_name="(2 gamma1 - 1)/gamma2")
+                             asymptotic_name="(2 gamma1 - 1)/gamma2", t_end=float(sf.run["time"].values[-1]))
     # The ignition law behind the exponent: slope of ln t*_mu (exact Eq. 36 times) against ln mu
     # over the window (gamma2 as eps -> 0); recorded, not claimed (the corrected exponent uses it).
     k = np.arange(int(theory_ds["window_k_lo"]), int(theory_ds["window_k_hi"]) + 1)

@@ -102,3 +102,22 @@ def test_a_wrong_theory_fails():
     *_, fit = pipeline(config(**FAST), structure_edit=lambda st: st.assign(r=st["r"] * 1.3))
     checked = claim_rows(fit, "GD ignition vs Theorem 8")
     assert checked and not any(ok for _, ok in checked), checked
+
+
+def test_a_tau_max_too_short_is_refused_and_its_rows_not_judged():
+    """tau_max 1.5 stops before mode 2 (r = 0.4) ignites (Theorem 8 at c_k = 1: tau = 2.334 at eps
+    1e-6): check refuses it naming tau_max >= 2.35; the fit of such a run leaves mode 2's rows not
+    judged (its predictions lie beyond the run), and mode 1's rows are judged and pass."""
+    from nqf.experiments.common import summary_rows
+
+    cfg = config(**{**SMALL, "lr": 0.02, "tau_max": 1.5})
+    (key, sentence), = collapse.check(cfg)
+    assert key == "tau_max" and "mode 2 (r = 0.4) at eps 1e-06 is predicted at tau = 2.334" in sentence
+    assert "tau_max >= 2.35 would reach it" in sentence and collapse.check({**cfg, "tau_max": 2.35}) == []
+    rows = summary_rows("collapse", pipeline(cfg)[3])
+    open_ = [r["quantity"] for r in rows if not r["judged"]]
+    assert open_ == ["diagonal mode 2 (r = 0.4): GD ignition vs Theorem 8 (max over eps, seeds)",
+                     "rectangular mode 2 (r = 0.4): GD ignition vs Theorem 8 (max over eps, seeds)",
+                     "mode 2: |tau*_k - 1/r_k| at eps 1e-06, all architectures"], open_
+    assert all(r["note"].startswith("not reached: run too short (the run ends at tau = 1.5") for r in rows if not r["judged"])
+    assert all(r["passed"] for r in rows if r["judged"])

@@ -110,3 +110,24 @@ def test_a_wrong_theory_fails():
     *_, fit = pipeline(config(**FAST), structure_edit=wrong)
     checked = claim_rows(fit, "GD ignition")
     assert checked and not any(ok for _, ok in checked), checked
+
+
+def test_a_tau_max_too_short_is_refused_and_its_rows_not_judged():
+    """tau_max 2 stops before the staircase's third ignition and the suppression (tau = 2.938):
+    check refuses it naming the tau_max that reaches the suppressed mode's fall to 1 % of its peak at
+    eps 1e-6 (3.71); the fit of such a run leaves mode 3's ignition rows, its gap, the last plateau and
+    the suppression not judged (not reached), and every other row is judged and passes."""
+    from nqf.experiments.common import summary_rows
+
+    cfg = config(eps=[1e-3, 1e-6], lr=0.004, n_record=200, tau_max=2.0)
+    (key, sentence), = competition.check(cfg)
+    assert key == "tau_max" and "tau_max >= 3.71 would reach it" in sentence and "predicted at tau = 2.938" in sentence
+    assert competition.check({**cfg, "tau_max": 3.71}) == [] and competition.check({**cfg, "tau_max": 3.7})
+    rows = summary_rows("competition", pipeline(cfg)[3])
+    open_ = [r["quantity"] for r in rows if not r["judged"]]
+    assert open_ == ["eps 1e-03: GD ignition time of mode 3", "eps 1e-06: GD ignition time of mode 3",
+                     "mode 3: staircase gap shrinks as eps falls (max ratio of consecutive gaps)",
+                     "plateau 3 loss (staircase vs GLV at eps 1e-06)",
+                     "mode 1 suppressed: final z / peak z in GD at eps 1e-06"], open_
+    assert all(r["note"].startswith("not reached: run too short (the run ends at tau = 2") for r in rows if not r["judged"])
+    assert all(r["passed"] for r in rows if r["judged"])

@@ -83,3 +83,21 @@ def test_a_wrong_nqf_fails_the_budget(sum_convention_run):
     wrong = {"mlp_gd": run.assign(train_nqf2=run["train_nqf1"])}
     rows = _rows(K.fit(structure, theory, wrong, stage_config(cfg, "fit")))
     assert not rows["mlp gd var=0.05: D(2-layer NQF) within the NQF's error budget"][0]
+
+
+def test_a_run_that_stops_before_the_escape_is_not_judged(sum_convention_run):
+    """The same run cut at step 200 (its last record: 188), before the network escapes its plateau at
+    the small init (step ~335): the comparison was not reached, so the precondition row and the four
+    comparison rows (two of them the paper's) say 'not reached: run too short ... raise steps.mlp.gd'
+    and are not judged, neither passed nor missed; the full run judges and passes them (test above)."""
+    from nqf.experiments.common import summary_rows
+
+    cfg, structure, theory, runs = sum_convention_run
+    run = runs["mlp_gd"]
+    cut = {"mlp_gd": run.isel(step=np.flatnonzero(run["step"].values <= 200))}
+    rows = summary_rows("deep", K.fit(structure, theory, cut, stage_config(cfg, "fit")))
+    assert len(rows) == 5 and not any(r["judged"] or r["passed"] for r in rows)
+    assert sum(r["checks"] == "paper" for r in rows) == 2
+    assert all(r["note"].startswith("not reached: run too short (the run ends at step 188 before the network's "
+                                    "first descent at var=0.05") and
+               "raise steps.mlp.gd" in r["note"] for r in rows)

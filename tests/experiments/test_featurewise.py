@@ -8,6 +8,7 @@ is a relative delay of eta ln(r_k / (2 C_kk eps)) / (4 t*_k), about eta r_k / 4,
 error of ln z_k along the way is at most eta r_k ln(r_k / (C_kk eps)) / 4.
 """
 import functools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,3 +165,131 @@ def test_assumption1_row_holds_by_construction_and_says_so(data, default_outcome
     assert labelled[0][1].startswith("holds by construction (")
     dense = nqf.DenseForm(torch.as_tensor(np.stack([np.diag(d) for d in data["A_diag"].values])))
     assert nqf.shared_eigenbasis(dense)[2]["commutator"] == 0.0
+
+
+# -- runs too short to judge (issue 30, item 4) -------------------------------------------------------
+
+def _test_config_featurewise(**keys) -> dict:
+    """config/test.yaml's featurewise experiment (r = 1, 0.5, 0.25; eps 1e-3; lr 0.02), validated."""
+    from helpers import read_test_config
+
+    exp = {k: v for k, v in read_test_config()["experiments"]["featurewise"].items() if k != "kind"}
+    return paper_config(**{**exp, **keys})
+
+
+def _rows(fit) -> list[dict]:
+    from nqf.experiments.common import summary_rows
+
+    return summary_rows("featurewise", fit)
+
+
+def test_check_config_refuses_steps_that_end_before_the_slowest_ignition(capsys):
+    """steps: 20 ends the run at t = c lr steps = 0.4, before mode 3's Theorem 8 time 22.07 (1/r)
+    ln(r / (C eps) - 1) at r = 0.25, eps = 1e-3: check-config refuses it in one sentence naming the
+    experiment, the prediction, the run's end and the fewest steps that reach it, t* plus twice GD's
+    lag (eta / 4) ln(r / (2 C eps)) = 0.0242: 22.12 / 0.02 -> 1106. Those steps pass; one fewer does not."""
+    from nqf.__main__ import main
+    from nqf.config import ConfigError, validate_config
+    from nqf.experiments import check_config
+
+    config = str(Path(__file__).resolve().parents[2] / "config" / "test.yaml")
+    assert main(["check-config", "--configfile", config, "--config", "experiments={featurewise: {steps: 20}}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(
+        "Invalid configuration: Config key 'experiments.featurewise.steps': the run ends at t = c lr steps = 0.4, "
+        "before the slowest ignition its rows judge: mode 3 (r = 0.25) is predicted at t = 22.07"), err
+    assert "steps >= 1106 would reach it" in err
+    t_star = np.log(0.25 / 1e-3 - 1) / 0.25
+    lag = 0.02 * np.log(0.25 / 2 / 1e-3) / 4
+    assert int(np.ceil((t_star + 2 * lag) / 0.02)) == 1106
+    for steps, refused in ((1106, False), (1105, True), (20, True)):
+        cfg = validate_config({"device": "cpu", "experiments": {"fw": {"kind": "featurewise", "r": [1.0, 0.5, 0.25],
+                                                                      "eps": 1e-3, "lr": 0.02, "steps": steps}}})
+        if refused:
+            with pytest.raises(ConfigError, match=r"^Config key 'experiments\.fw\.steps': .*steps >= 1106 would reach it"):
+                check_config(cfg)
+        else:
+            check_config(cfg)
+
+
+def test_a_run_too_short_leaves_its_rows_not_judged_never_missed():
+    """A 20-step run (the fit runs whatever check-config says) stops at t = 0.4: every ignition, drop
+    and trajectory row says 'not reached: run too short' with the run's end, the prediction and the
+    steps that reach it, is not judged (judged False, passed False) and not counted as a check; the
+    reproduction page calls Fig. 3 not judged at this run length. The same config run to the steps
+    check-config asks for (1106) judges every row and passes them all."""
+    from nqf.experiments.reproduction import Experiment, counted, markdown, not_judged
+
+    _, _, _, short = pipeline(_test_config_featurewise(steps=20, n_record=20))
+    rows = _rows(short)
+    timed = [r for r in rows if r["quantity"].startswith(("ignition time", "loss drop", "max_t,k |ln z_GD"))]
+    assert len(timed) == 7
+    for r in timed:
+        assert not r["judged"] and not r["passed"], r
+        assert r["note"].startswith("not reached: run too short (the run ends at t = 0.4, "), r["note"]
+        assert "would reach it)" in r["note"]
+    assert "the prediction is t = 22.07; steps >= 1106 would reach it" in \
+        next(r["note"] for r in timed if r["quantity"].startswith("ignition time t*_3"))
+    assert counted(rows) == [r for r in rows if r["judged"] and r["checks"] != "construction"]
+    assert len(not_judged(rows)) == 7 and all(r["passed"] for r in counted(rows))  # no miss is counted
+    page = markdown([Experiment("featurewise", "featurewise", "", "loss mean", rows)])
+    verdict = next(line for line in page.splitlines() if line.startswith("**Verdict"))
+    assert verdict.startswith("**Verdict: not judged at this run length**")
+    assert not any(w in verdict for w in ("does not hold", "under none", "misses", "no reading"))
+    assert "steps >= 1106 would reach it" in verdict  # the run the whole figure needs
+    assert "| `featurewise` | loss mean | - (7 not judged) |" in page
+    _, _, _, enough = pipeline(_test_config_featurewise(steps=1106, n_record=120))
+    rows = _rows(enough)
+    assert all(r["judged"] and r["passed"] for r in rows), [r for r in rows if not r["passed"]]
+    assert "**Verdict: every paper row holds under `featurewise`**" in markdown(
+        [Experiment("featurewise", "featurewise", "", "loss mean", rows)])
+
+
+def test_a_horizon_off_the_scale_lets_no_row_pass_with_an_absurd_tolerance():
+    """eps = 1e-300 with the test config's 2000 steps: the run ends at t = 40, Theorem 8 puts the
+    first ignition at t = ln(1/eps) - ln(1 / (1 - eps)) = 690.8. The trajectory row's GD budget was
+    eta r ln(r / (C eps)) / 4 x 3 = 10.4 in ln z (the error at an ignition the run never reaches); it
+    is now eta r min(r t_end, ln(r/(C eps))) / 4 x 3 = 0.6, and the row is not judged, as is every
+    ignition and drop row: no row passes on a tolerance larger than what it measures moves. With
+    lr 0.2 and the steps check-config asks for, the same eps judges and passes every row."""
+    from nqf.experiments import check_config
+    from nqf.config import validate_config
+
+    cfg = _test_config_featurewise(eps=1e-300)
+    _, _, _, fit = pipeline(cfg)
+    rows = _rows(fit)
+    traj = next(r for r in rows if r["quantity"] == "max_t,k |ln z_GD - ln z_Thm6|")
+    assert traj["tolerance"] == pytest.approx(3 * 0.02 * 1.0 * 40.0 / 4, rel=1e-6) and not traj["judged"]
+    assert "the first ignition (mode 1) is at t = 690.8" in traj["note"]
+    passing = [r for r in rows if r["passed"]]
+    assert {r["quantity"] for r in passing} == {"max_t,k |z_GLV - z_Thm6| / z_Thm6",
+                                                 "shared-eigenbasis commutator residual (Assumption 1)"}
+    assert all(r["tolerance"] < 1e-6 for r in passing)
+    with pytest.raises(Exception, match=r"steps >= 138223 would reach it"):
+        check_config(validate_config({"device": "cpu", "experiments": {"featurewise": {
+            "kind": "featurewise", **{k: cfg[k] for k in ("r", "eps", "lr", "steps", "n_record")}}}}))
+    # long enough: lr 0.2 (eta r_1 = 0.2 < 2) and the fewest steps check-config accepts
+    long = _test_config_featurewise(eps=1e-300, lr=0.2)
+    problems = featurewise.check({**long, "steps": 1})
+    steps = int(problems[0][1].split("steps >= ")[1].split()[0])
+    assert featurewise.check({**long, "steps": steps}) == [] and featurewise.check({**long, "steps": steps - 1})
+    _, _, _, fit = pipeline({**long, "steps": steps})
+    rows = _rows(fit)
+    assert all(r["judged"] and r["passed"] for r in rows), [r for r in rows if not r["passed"]]
+    traj = next(r for r in rows if r["quantity"] == "max_t,k |ln z_GD - ln z_Thm6|")
+    # GD's real lag (eta r / 4 of ln(1/eps) = 34.5 in ln z at first order), judged within a tolerance
+    # well inside the range ln z moves over the run (ln(1/eps) = 690.8)
+    assert 20 < traj["measured"] < 34.6 and traj["tolerance"] < 0.2 * 690.8
+
+
+def test_error_budget_refuses_to_judge_a_tolerance_as_large_as_the_quantity():
+    """ErrorBudget.claim(scale=...): a tolerance at or above the quantity's own range would let any
+    prediction pass, so the row is not judged, whatever was measured; below it the row is judged."""
+    from nqf.experiments.common import ErrorBudget
+
+    budget = ErrorBudget({"GD": 3.0}, 3.0)  # tolerance 9
+    off = budget.claim("x", 0.0, 0.5, relative=False, scale=9.0)
+    assert not off.judged and not off.passed and off.note.startswith("not judged: the tolerance is off the scale")
+    on = budget.claim("x", 0.0, 0.5, relative=False, scale=9.01)
+    assert on.judged and on.passed
+    assert not budget.claim("x", 0.0, 9.5, relative=False, scale=100.0).passed  # still able to fail

@@ -214,3 +214,25 @@ def test_gd_counts_the_theory_drops(small_experiment):
     *_, fit = small_experiment
     assert np.array_equal(fit["drops_measured"].values, fit["drops_predicted"].values)
     assert np.all(np.diff(fit["drops_measured"].values) >= 0)
+
+
+def test_a_run_that_stops_before_the_shifted_window_is_refused_and_not_judged(small_experiment):
+    """The exponent rows refit the window with its end doubled (hi*2: t = 2 x 235.1 = 470.1 at
+    m = 300): 3000 steps of flow step 0.1 (t = 300) are refused naming steps >= 4702; a run that
+    stops at t = 300 anyway (the small experiment's record cut there) leaves the hi*2 row not judged
+    ('not reached: run too short'), while every other row is judged and passes as at 4800 steps."""
+    from nqf.experiments.common import summary_rows
+
+    cfg, st, th, runs, _ = small_experiment
+    (key, sentence), = F.check({**cfg, "steps": 3000})
+    assert key == "steps" and "the fitting window's end (mode 29, window t in [38.28, 235.1])" in sentence
+    assert "steps >= 4702 would reach it" in sentence
+    assert F.check({**cfg, "steps": 4702}) == [] and F.check({**cfg, "steps": 4701})
+    seeds = runs["seeds"]
+    cut = {**runs, "seeds": seeds.isel(step=np.flatnonzero(seeds["time"].values <= 300.0))}
+    rows = summary_rows("fp", F.fit(st, th, cut, cfg))
+    open_ = [r for r in rows if not r["judged"]]
+    assert [r["quantity"] for r in open_] == ["GD excess loss exponent, window end hi*2: GD vs exact theory"]
+    assert open_[0]["note"].startswith("not reached: run too short (the run ends at t = ") and \
+        "the shifted window ends at t = 470.1; steps >= 4702 would reach it)" in open_[0]["note"]
+    assert all(r["passed"] for r in rows if r["judged"]), [r["quantity"] for r in rows if r["judged"] and not r["passed"]]

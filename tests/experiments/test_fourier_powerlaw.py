@@ -228,4 +228,23 @@ def test_a_reading_that_stops_short_of_the_window_says_so():
     q = [str(v) for v in fit["claim_quantity"].values]
     row = q.index("theta = 0: the run reaches the end of the theory's fitting window")
     assert not bool(fit["claim_passed"].values[row]) and "MISS" in str(fit["claim_note"].values[row])
+    assert bool(fit["claim_judged"].values[row])  # the reading's horizon is measured: a judged miss of ours
     assert all(c in ("paper", "theorem", "ours") for c in fit["claim_checks"].values)
+    # the paper's exponent rows need the window the run never reaches: not judged, not missed
+    paper = [i for i, c in enumerate(fit["claim_checks"].values) if c == "paper"]
+    assert paper and not any(bool(fit["claim_judged"].values[i]) or bool(fit["claim_passed"].values[i]) for i in paper)
+    assert all(str(fit["claim_note"].values[i]).startswith("not reached: run too short (the run ends at t = ")
+               and "the theory's window ends at t = " in str(fit["claim_note"].values[i]) for i in paper)
+
+
+def test_steps_too_few_for_any_window_are_refused():
+    """At P = 16, M = 64, theta = 0 the first fitting window needs two modes switched on; 30 steps
+    (t = 0.6 under the mean loss) reach none, so the theory stage would have nothing to fit: check
+    refuses them naming the steps that reach the second mode's ignition. The mean reading of the
+    paper's stated steps, which stops inside the window, is not refused (its rows say so)."""
+    cfg = config(P=16, M=64, thetas=[0.0], seeds=[0, 1], steps=30, raw_steps=200, n_record=100)
+    (key, sentence), = fp.check(cfg)
+    assert key == "steps" and "the second mode (the first fitting window needs two) is predicted at t = 55.04" in sentence
+    assert "steps >= 2753 would reach it" in sentence
+    assert fp.check({**cfg, "steps": 2753}) == [] and fp.check({**cfg, "steps": 2752})
+    assert fp.check({**cfg, "steps": 3000}) == []

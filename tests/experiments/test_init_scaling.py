@@ -247,3 +247,24 @@ def test_runs_read_only_their_architecture():
     assert a["architecture"] == "mlp" and not a["module"] and b["module"]
     assert {k: v for k, v in a.items() if k not in ("architecture", "module")} == \
         {k: v for k, v in b.items() if k not in ("architecture", "module")}
+
+
+def test_steps_too_few_are_refused_and_the_rows_they_miss_not_judged():
+    """500 steps of lr 0.04 end at t = 20, before the aligned mode 2 (rate 0.4) ignites at eps 1e-6
+    (t* = ln((1 - eps) / eps) / 0.4 = 34.54): check refuses them naming steps >= 871; the fit of such a
+    run leaves mode 2's slope, the max-error row and mode 2's seed scatter (its seeds' own Theorem 8
+    times lie beyond the run too) not judged, and the rows of mode 1 pass."""
+    from nqf.experiments.common import summary_rows
+
+    cfg = config(architectures=["diagonal_net"], rates=[1.0, 0.4], eps=[1e-1, 1e-2, 1e-4, 1e-6],
+                 seeds=list(range(16)), seed_scale=1e-4, lr=0.04, steps=500, n_record=200)
+    (key, sentence), = init_scaling.check(cfg)
+    assert key == "steps" and "mode 2 (rate 0.4) at eps 1e-06 is predicted at t = 34.54" in sentence
+    assert "steps >= 871 would reach it" in sentence and init_scaling.check({**cfg, "steps": 871}) == []
+    rows = summary_rows("init_scaling", pipeline(cfg)[3])
+    open_ = [r["quantity"] for r in rows if not r["judged"]]
+    assert "diagonal_net mode 2: slope of t* vs ln(1/eps)" in open_
+    assert "diagonal_net: max over eps and modes |t*_GD - t*_Thm8| / t*_Thm8" in open_
+    assert "diagonal_net mode 2: std of t* over 16 seeds" in open_
+    assert all(r["note"].startswith("not reached: run too short (the run ends at t = 20") for r in rows if not r["judged"])
+    assert all(r["passed"] for r in rows if r["judged"])

@@ -212,14 +212,28 @@ def test_fig7_verdict_holds_when_the_pair_agrees_until_the_nqf_has_learned():
 @pytest.mark.parametrize("case, kwargs, cause", [
     ("NQF loss x 1.1 from step 16", dict(loss_factor=1.1, part_at=16), "part after step 8"),
     ("accuracy gap 0.04 > budget 0.028 from step 32", dict(acc_offset=0.04, part_at=32), "part after step 16"),
-    ("never learns", dict(acc_end=0.6), "has not learned within the run (run longer"),
+    ("parts, never learns", dict(acc_end=0.6, loss_factor=1.1, part_at=256),
+     "part after step 128, before the NQF has learned (it has not within the run)"),
 ])
 def test_fig7_verdict_fails_a_wrong_pair(case, kwargs, cause):
     """The same verdict fails when the NQF's loss is 10 % off (> threshold 5 %) or its accuracy
-    0.04 off (> 2 s.e. = 0.028) before it has learned (step 64), or when it never learns."""
+    0.04 off (> 2 s.e. = 0.028) before it has learned (step 64), or when the pair parts within the
+    run before the NQF has learned (it never does here)."""
     ok, note, f = _paper_row(synthetic(**kwargs))
     assert not ok, case
     assert note.startswith("MISS under this reading") and cause in note, note
+
+
+def test_fig7_verdict_is_not_judged_when_the_run_ends_before_the_nqf_learns():
+    """A pair that agrees through the whole run while the NQF has not reached its learned accuracy
+    by the run's end (0.6 against 0.712) was not judged at this length: the row is no pass and no
+    miss (judged False), and its note says so with the key to raise."""
+    fit = synthetic(acc_end=0.6)
+    ok, note, f = _paper_row(fit)
+    i = int(np.flatnonzero(fit["claim_checks"].values == "paper")[0])
+    assert not ok and not bool(fit["claim_judged"].values[i])
+    assert note.startswith("not reached: run too short (the run ends at step 1024") and "raise steps" in note, note
+    assert float(f["horizon"]) == 1024 and not np.isfinite(float(f["learned_step"]))
 
 
 def test_fig7_verdict_a_gap_after_learning_does_not_count():

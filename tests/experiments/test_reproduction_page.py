@@ -188,3 +188,71 @@ def test_the_page_names_its_config_and_says_when_it_is_not_the_papers(tmp_path):
     identity = config_identity([], override, validated, root)
     assert identity["matches"] is None and "Not a reproduction" in config_sentence(identity)
     assert "experiments=" in config_sentence(identity)
+
+
+# -- rows a run too short could not judge (issue 30, item 4) -----------------------------------------
+
+def short_row(quantity, checks="paper", note="not reached: run too short (the run ends at t = 0.4, the prediction "
+                                                "is t = 22.07; steps >= 1106 would reach it); GD vs Theorem 8"):
+    """A row the run did not reach: passed False, judged False (as nqf.experiments.common writes it)."""
+    return {**row(quantity, False, note, checks=checks), "judged": False, "predicted": 22.07}
+
+
+def test_a_figure_whose_rows_the_run_did_not_reach_is_not_judged_never_missed():
+    """Not-judged rows count neither as passes nor as misses: a figure whose only reading was not
+    reached says 'not judged at this run length', never 'does not hold', 'under none' or a miss, even
+    when every open choice was tried; beside a reading that holds it is named as not judged; beside
+    one that misses, the verdict cannot be 'under none' (the unjudged reading may yet hold)."""
+    choices = _choices({"preprocessing": "raw", "f0": "keep"}, screened={"preprocessing": ["standardise"],
+                                                                        "f0": ["remove"]})
+    short = Experiment("fw_short", "featurewise", "", "loss mean",
+                       [short_row("t*_1"), short_row("t*_2"), row("GLV agrees", True, "ok", checks="ours")], choices)
+    page = markdown([short])
+    verdict = next(line for line in page.splitlines() if line.startswith("**Verdict"))
+    assert verdict.startswith("**Verdict: not judged at this run length**") and "2 of 2 paper rows not judged" in verdict
+    assert not any(w in verdict for w in ("does not hold", "under none", "misses", "no reading"))
+    assert "1 checked rows, 1 pass" in page and "2 rows were not judged" in page
+    assert "| `fw_short` | loss mean | - (2 not judged) | - | 1/1 | - |" in page
+    holds = Experiment("fw_long", "featurewise", "", "loss half_mean", [row("t*_1", True, "ok"), row("t*_2", True, "ok")])
+    page = markdown([holds, short])
+    assert ("**Verdict: every paper row holds under `fw_long`**; not judged at this run length under `fw_short` "
+            "(`fw_short`: 2 of 2 paper rows not judged, e.g. not reached: run too short") in page
+    miss = Experiment("fw_miss", "featurewise", "", "loss sum", [row("t*_1", False, "off"), row("t*_2", True, "ok")],
+                      _choices({"preprocessing": "standardise", "f0": "remove"}))
+    page = markdown([miss, short])
+    verdict = next(line for line in page.splitlines() if line.startswith("**Verdict"))
+    assert verdict.startswith("**Verdict: no reading judged here makes every paper row hold**"), verdict
+    assert "under none" not in verdict and "not judged at this run length under `fw_short`" in verdict
+    # the same miss with no unjudged reading beside it, every value tried: 'under none' (the check can fail)
+    assert "**Verdict: under none of the readings" in markdown(
+        [miss, Experiment("fw_b", "featurewise", "", "loss mean", [row("t*_1", False, "off")], choices)])
+
+
+def test_own_experiments_and_the_report_keep_not_judged_rows_apart():
+    """This project's experiments list their not-judged rows in a column of their own, not as misses;
+    the report's front page and claims table say 'not judged' (also for rows read back from a CSV)."""
+    from nqf.experiments.report_html import claims_page, verdicts_fragment
+    from nqf.experiments.reproduction import counted, is_judged
+
+    comp = Experiment("competition", "competition", "", "", [
+        row("t*_1", True, "", checks="theorem"),
+        short_row("t*_3", checks="theorem", note="not reached: run too short (the run ends at tau = 2, the staircase "
+                                                 "puts it at tau = 2.938; tau_max >= 3.71 would reach it); GLV")])
+    page = markdown([comp])
+    assert ("| `competition` | competition | - | 1/1 | 0/0 | - | 1 (not reached: run too short (the run ends at "
+            "tau = 2, the staircase puts it at tau = 2.938; tau_max >= 3.71 would reach it)) |") in page
+    fw = Experiment("fw", "featurewise", "", "", [short_row("t*_1")])
+    text = verdicts_fragment([comp, fw])
+    table = _parse(text)
+    assert ["Fig. 3 (left, middle)", "feature-wise saddle-to-saddle dynamics (Theorem 6)",
+            "fw: not judged at this run length"] in table.rows
+    assert ["this project", "competition", "competition: all 1 rows hold; 1 rows not judged at this run length"] \
+        in table.rows
+    assert "1 checked rows, 1 pass</b>" in text and "2 rows not judged at this run length, not counted" in text
+    csv_row = {**short_row("t*_1"), "passed": "False", "judged": "False", "rel_error": "nan"}
+    assert not is_judged(csv_row) and is_judged({**csv_row, "judged": "True"}) and is_judged(row("x", True, ""))
+    assert counted([csv_row, row("x", False, "")]) == [row("x", False, "")]
+    html = claims_page("fw", [csv_row, {**row("x", False, "miss"), "rel_error": 0.1}])
+    cells = _parse(html)
+    assert cells.row_classes == [None, "open", "miss"]
+    assert "0 of 2 rows pass (1 not judged" in html

@@ -116,3 +116,24 @@ def test_a_wrong_theory_fails():
         checked = claim_rows(fit, start, at_start=True)
         assert checked and not any(ok for _, ok in checked), checked
     assert all(ok for _, ok in claim_rows(fit, "max |z_Eq36", at_start=True))
+
+
+def test_a_run_too_short_is_refused_and_its_rows_not_judged():
+    """steps: 20 (t = 0.2) ends before the last sample's Eq. 36 ignition (t* = 5.341 for y = 0.25):
+    check refuses it naming the fewest steps that reach it, t* (1 + 2 eta zeta / 4) / eta = 538; the fit
+    of such a run (made anyway) says 'not reached: run too short' on every ignition, drop, offset and
+    trajectory row, which are not judged and so not misses. At 538 steps every row is judged and passes."""
+    from nqf.experiments.common import summary_rows
+
+    short = config(**{**SMALL, "lr": 0.01, "steps": 20, "n_record": 20})
+    (key, sentence), = samplewise.check(short)
+    assert key == "steps" and "sample 3 (y = 0.25) is predicted at t = 5.341" in sentence
+    assert "the run ends at t = c lr steps = 0.2" in sentence and "steps >= 538 would reach it" in sentence
+    assert samplewise.check({**short, "steps": 538}) == [] and samplewise.check({**short, "steps": 537})
+    rows = summary_rows("samplewise", pipeline(short)[3])
+    timed = [r for r in rows if r["checks"] == "paper"]
+    assert len(timed) == 10 and all(not r["judged"] and not r["passed"] for r in timed)
+    assert all(r["note"].startswith("not reached: run too short (the run ends at t = 0.2, ") for r in timed)
+    assert all(r["judged"] and r["passed"] for r in rows if r["checks"] != "paper")
+    rows = summary_rows("samplewise", pipeline({**short, "steps": 538, "n_record": 120})[3])
+    assert all(r["judged"] and r["passed"] for r in rows), [r for r in rows if not r["passed"]]

@@ -154,3 +154,12 @@ def test_a_wrong_theory_fails_its_budget(small_experiment):
     rows = dict(zip(map(str, fit["claim_quantity"].values), fit["claim_passed"].values))
     for name in ("exact theory curve (same window)", "finite-eps corrected", "asymptotic (2 gamma1 - 1)/gamma2"):
         assert not rows[f"GD loss exponent vs {name}"], name
+
+
+def test_steps_that_end_before_twice_the_window_are_refused():
+    """The window the theory assigns at m = 300 (exact Eq. 36 times) ends at t = 213.7: a run must
+    reach twice that for the window-shift rows, 4274 steps of lr 0.1; 3000 are refused."""
+    cfg = config(m=300, steps=3000)
+    (key, sentence), = S.check(cfg)
+    assert key == "steps" and "window t in [38.97, 213.7]" in sentence and "steps >= 4274 would reach it" in sentence
+    assert S.check({**cfg, "steps": 4274}) == [] and S.check({**cfg, "steps": 4273})

@@ -121,6 +121,16 @@ def test_claims_hold_and_miss_as_the_paper_compares():
     assert verdict[150] == [True, True, True]
     assert verdict[60] == [False, True, False]
     assert verdict[None] == [True, False, True]
+    # the same never-parting run when the NQF's top mode is predicted to ignite only at step 1000,
+    # after the run's 400 steps: 'then part' was not reached, so it is not judged (never a miss)
+    late = xr.Dataset({"ignition_step": ("arch", [1000.0])}, coords={"arch": ["mlp"]})
+    fit = ts.fit(None, late, {"mlp": run(None)}, cfg)
+    assert fit["claim_passed"].values[:3].tolist() == [True, False, True]
+    assert fit["claim_judged"].values[:3].tolist() == [True, False, True]
+    assert str(fit["claim_note"].values[1]).startswith(
+        "not reached: run too short (the run ends at step = 400, the NQF's top-mode ignition is predicted at "
+        "step = 1000; steps.mlp >= 1000 would reach it)")
+    assert bool(ts.fit(None, late, {"mlp": run(150)}, cfg)["claim_passed"].values[1])  # a parting seen still passes
 
 
 def test_loss_convention_is_a_clock():

@@ -17,12 +17,16 @@ with job(snakemake.log[0], "summary") as log:  # noqa: F821
     writer.writeheader()
     writer.writerows(rows)
     write_text(snakemake.output[0], buffer.getvalue())  # noqa: F821
-    failed = [r for r in rows if not r["passed"]]
-    # rows that hold by construction (nqf.experiments.common.CHECKS) are written but not counted as checked
+    # rows that hold by construction (nqf.experiments.common.CHECKS) and rows the run could not judge
+    # (judged False: not reached, run too short) are written but not counted as checked
     built = sum(r["checks"] == "construction" for r in rows)
-    checked = [r for r in rows if r["checks"] != "construction"]
-    log.info("%d claims checked, %d passed, %d failed (and %d rows that hold by construction)", len(checked),
-             sum(r["passed"] for r in checked), sum(not r["passed"] for r in checked), built)
+    unjudged = [r for r in rows if r["checks"] != "construction" and not r["judged"]]
+    checked = [r for r in rows if r["checks"] != "construction" and r["judged"]]
+    failed = [r for r in checked if not r["passed"]]
+    log.info("%d claims checked, %d passed, %d failed (and %d rows that hold by construction, %d not judged at "
+             "this run length)", len(checked), sum(r["passed"] for r in checked), len(failed), built, len(unjudged))
+    for r in unjudged:
+        log.warning("NOT JUDGED %s: %s (%s)", r["experiment"], r["quantity"], r["note"][:200])
     for r in failed:
         log.warning("FAILED %s: %s (measured %g, predicted %g, tolerance %g)", r["experiment"],
                     r["quantity"], r["measured"], r["predicted"], r["tolerance"])

@@ -125,8 +125,9 @@ def collision_cases() -> list[Case]:
         Case(c, "featurewise_powerlaw crossover_eps [1e-2, 1.0000001e-2]", "distinct",
              {"c.yaml": one("featurewise_powerlaw", crossover_eps=[1e-2, 1.0000001e-2])},
              runs=("featurewise_powerlaw", 2)),
+        # steps long enough to reach the first fitting window (8201), else the run-length check refuses first
         Case(c, "fourier_powerlaw thetas [0.5, 0.50000001]", "distinct",
-             {"c.yaml": one("fourier_powerlaw", thetas=[0.5, 0.50000001], steps=[100, 100])},
+             {"c.yaml": one("fourier_powerlaw", thetas=[0.5, 0.50000001], steps=[10000, 10000])},
              runs=("fourier_powerlaw", 3)),
         Case(c, "nqf_approximation optimizers [gd, gd]", "refuse",
              {"c.yaml": one("nqf_approximation", architectures=["mlp"], optimizers=["gd", "gd"])},
@@ -401,7 +402,16 @@ def machine_and_data_cases() -> list[Case]:
              {"c.yaml": one("fourier_powerlaw", steps=100000000, n_record=400)}),
         Case(c, "collapse lr 1e-9 (steps past the 1e8 bound)", "refuse",
              {"c.yaml": one("collapse", architectures=["diagonal", "rectangular"], lr=1e-9)}, names=("lr", "steps")),
+        # issue 30, item 4: a run too short for the rows it judges is refused, naming the smallest steps
+        Case(c, "featurewise of config/test.yaml with steps: 20 (ends before the slowest ignition)", "refuse",
+             {"c.yaml": one("featurewise", **{**TEST_FEATUREWISE, "steps": 20})}, names=("steps >= ",)),
+        Case(c, "featurewise of config/test.yaml with eps: 1e-300 (steps 2000 reach no ignition)", "refuse",
+             {"c.yaml": one("featurewise", **{**TEST_FEATUREWISE, "eps": 1e-300})}, names=("steps >= ",)),
     ]
+
+
+# config/test.yaml's featurewise experiment (a tiny run that every stage finishes in seconds)
+TEST_FEATUREWISE = {"r": [1.0, 0.5, 0.25], "eps": 1.0e-3, "lr": 0.02, "steps": 2000, "n_record": 120}
 
 
 def _npz(missing: str | None = None, pickled: bool = False) -> bytes:
@@ -440,7 +450,8 @@ def type_and_structure_cases() -> list[Case]:
         Case(c, "figures.dpi: false", "refuse", {"c.yaml": one("featurewise") + "figures: {dpi: false}\n"}, names=("dpi",)),
         Case(c, "steps 2000.5 (non-integral float for an integer)", "refuse", {"c.yaml": one("featurewise", steps=2000.5)},
              names=("steps",)),
-        Case(c, "steps 2.0e+3 (integral float, coerced)", "valid", {"c.yaml": one("featurewise", steps=2000.0)}),
+        # 20000: the default featurewise run needs steps >= 13989 to reach its slowest ignition
+        Case(c, "steps 2.0e+4 (integral float, coerced)", "valid", {"c.yaml": one("featurewise", steps=20000.0)}),
         Case(c, "r as a mapping", "refuse", {"c.yaml": one("featurewise", r={"a": 1.0})}, names=("r",)),
         Case(c, "experiment is a list, not a mapping", "refuse", {"c.yaml": "device: cpu\nexperiments:\n  f: [featurewise]\n"},
              names=("f",)),
@@ -516,10 +527,11 @@ def quirk_cases() -> list[Case]:
     return [
         Case(c, "steps: 017 (YAML 1.1 octal 15)", "refuse", {"c.yaml": fw + "    steps: 017\n"}, names=("017",)),
         Case(c, "steps: 3:20 (YAML 1.1 base-60 200)", "refuse", {"c.yaml": fw + "    steps: 3:20\n"}, names=("3:20",)),
-        Case(c, "steps: 0x7d0 (hex, same in YAML 1.1 and 1.2)", "valid", {"c.yaml": fw + "    steps: 0x7d0\n"}),
-        # YAML 1.1 (which Snakemake and nqf read) makes 2_000 the integer 2000, as Python does; unlike 017
+        # 20000 (the default featurewise run needs steps >= 13989 to reach its slowest ignition)
+        Case(c, "steps: 0x4e20 (hex, same in YAML 1.1 and 1.2)", "valid", {"c.yaml": fw + "    steps: 0x4e20\n"}),
+        # YAML 1.1 (which Snakemake and nqf read) makes 20_000 the integer 20000, as Python does; unlike 017
         # and 3:20 that is what a reader of the file expects, so it is taken
-        Case(c, "steps: 2_000 (YAML 1.1 underscore: 2000)", "valid", {"c.yaml": fw + "    steps: 2_000\n"}),
+        Case(c, "steps: 20_000 (YAML 1.1 underscore: 20000)", "valid", {"c.yaml": fw + "    steps: 20_000\n"}),
         Case(c, "eps: 1e-3 (no dot: a string to YAML 1.1, coerced)", "valid", {"c.yaml": fw + "    eps: 1e-3\n"}),
         Case(c, "on_divergence: off (YAML 1.1 bool)", "refuse", {"c.yaml": fw + "on_divergence: off\n"}, names=("on_divergence",)),
         Case(c, "dtype: yes (bool)", "refuse", {"c.yaml": fw + "    dtype: yes\n"}, names=("dtype",)),
@@ -527,6 +539,9 @@ def quirk_cases() -> list[Case]:
         Case(c, "description with an odd '$'", "refuse", {"c.yaml": fw + "    description: 'cost $5'\n"}, names=("description",)),
         Case(c, "description with math that does not parse", "refuse",
              {"c.yaml": fw + "    description: '$\\frac{1}$'\n"}, names=("description",)),
+        # issue 30: config text is inert in every HTML page (Snakemake's report and nqf's own)
+        Case(c, "description '</script><img src=x onerror=alert(1)>' (HTML, inert in the pages)", "valid",
+             {"c.yaml": fw + "    description: \"</script><img src=x onerror=alert(1)>\"\n"}),
         Case(c, "description of 100000 characters", "valid", {"c.yaml": fw + "    description: '" + "x" * 100000 + "'\n"}),
         Case(c, "description with a lone surrogate (JSON \\ud800)", "refuse",
              {"c.json": '{"device": "cpu", "experiments": {"f": {"kind": "featurewise", "description": "a\\ud800"}}}'},

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import csv
 import filecmp
+import hashlib
+import json
 import os
 import resource
 import shutil
@@ -114,6 +116,90 @@ def text_edit(old: str, new: str):
     def inject(p):
         keep_mtime(p, lambda q: q.write_text(q.read_text().replace(old, new, 1)))
     return inject
+
+
+def other_data(key: str, value):
+    """The file's recorded data config (attribute data_config_json) says another ``key``, as for a
+    file made from other data (retrained, or copied in from a run of another config)."""
+    def edit(ds):
+        cfg = json.loads(ds.attrs["data_config_json"])
+        cfg[key] = value
+        return ds.assign_attrs(data_config_json=json.dumps(cfg, sort_keys=True))
+    return edit
+
+
+def edit_summary_measured(p):
+    """One numeric 'measured' cell of summary.csv changed (x 1.5), the rest of the file as written;
+    new mtime."""
+    lines = p.read_bytes().decode().splitlines(keepends=True)  # line ends as written (CRLF)
+    header = next(csv.reader([lines[0]]))
+    col = header.index("measured")
+    for i, line in enumerate(lines[1:], start=1):
+        cells = next(csv.reader([line]))
+        try:
+            value = float(cells[col])
+        except (ValueError, IndexError):
+            continue
+        new_line = line.replace(f",{cells[col]},", f",{value * 1.5!r},", 1)
+        edited = next(csv.reader([new_line]))
+        if value == 0 or [c for j, c in enumerate(edited) if j != col] != [c for j, c in enumerate(cells) if j != col]:
+            continue  # the text also stands in an earlier cell: take another row
+        lines[i] = new_line
+        p.write_bytes("".join(lines).encode())
+        return
+    raise RuntimeError("no row with a measured value to edit")
+
+
+def runs_replaced_by_file(p):
+    shutil.rmtree(p)
+    p.write_text("not a folder\n")
+
+
+def elsewhere_of(work: Path) -> Path:
+    return work.parent / f"{work.name}.results_elsewhere"
+
+
+def results_linked_and_edited(p):
+    """results/ moved to another folder and linked there (results -> elsewhere); then, inside it, a
+    run's last loss changed by a tool that keeps the mtime."""
+    elsewhere = elsewhere_of(p.parent)
+    shutil.rmtree(elsewhere, ignore_errors=True)
+    p.rename(elsewhere)
+    p.symlink_to(elsewhere, target_is_directory=True)
+    nc_edit(set_values("loss", 0.5, np.s_[..., -1]), old_mtime=True)(p / "runs/featurewise_b/gd.nc")
+
+
+def results_snapshot(work: Path) -> dict[str, tuple[str, int]]:
+    """relative path -> (SHA-256, mtime_ns) of every file under results/ (through a link), logs,
+    benchmarks and hidden files aside."""
+    out = {}
+    root = work / R
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        rel_dir = Path(dirpath).relative_to(root)
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")
+                       and not (rel_dir == Path(".") and d in ("logs", "benchmarks"))]
+        for name in filenames:
+            if name.startswith("."):
+                continue
+            path = Path(dirpath) / name
+            out[str(R / rel_dir / name)] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns)
+    return out
+
+
+# a config other than the test config's, given on the command line (featurewise_b's eps)
+OTHER_CONFIG = ("--config", "experiments={featurewise_b: {eps: 0.02}}")
+
+
+def verify_dry_run(work: Path, target: str) -> tuple[bool, str]:
+    """`python -m nqf verify --dry-run` on the tree: (whether it names ``target``, a sentence for the
+    detail column)."""
+    p = subprocess.run([PY, "-m", "nqf", "verify", "--dry-run", "--configfile", str(REPO / "config" / "test.yaml"),
+                        "--directory", str(work)], capture_output=True, text=True, env=env(), timeout=600)
+    text = p.stdout + p.stderr
+    lines = [ln.strip() for ln in text.splitlines() if target in ln]
+    named = p.returncode != 0 and bool(lines) and "Traceback" not in text
+    return named, (f"nqf verify --dry-run: exit {p.returncode}, " + (f"names it: {lines[0][:160]}" if lines
+                                                                      else "does not name it"))
 
 
 # -- comparison with the template ------------------------------------------------------------
@@ -222,6 +308,9 @@ def faults() -> list[Fault]:
         F("train_wrong_seeds_new", "train", "collapse run's seed coordinate changed to [0, 5], new mtime",
           f"{r}/collapse/diagonal_eps1e-03.nc", nc_edit(lambda ds: ds.assign_coords(seed=[0, 5]), old_mtime=False)),
         F("train_deleted", "train", "run file deleted", f"{r}/featurewise_b/gd.nc", delete),
+        F("run_other_data_new", "train", "run file made from other data (its data_config_json says r = [0.9, 0.3]), "
+          "new mtime", f"{r}/featurewise_b/gd.nc", nc_edit(other_data("r", [0.9, 0.3]), old_mtime=False),
+          extra={"named": "made from other data", "same_attrs": ("data_config_json",)}),
         # fit
         F("fit_nan_old", "fit", "fit t_star_measured set to NaN, old mtime kept", f"{f}/featurewise.nc",
           nc_edit(set_values("t_star_measured", nan), old_mtime=True)),
@@ -237,6 +326,10 @@ def faults() -> list[Fault]:
         F("fit_other_exp_old", "fit", "featurewise_b's fit copied over featurewise's (cp -a)",
           f"{f}/featurewise.nc", copy_over(f"{f}/featurewise_b.nc", old_mtime=True)),
         F("fit_deleted", "fit", "fit file deleted", f"{f}/featurewise_b.nc", delete),
+        F("fit_claim_measured_doubled_new", "fit", "fit claim_measured doubled (rel_error, passed untouched), "
+          "new mtime", f"{f}/featurewise_b.nc",
+          nc_edit(lambda ds: ds.assign(claim_measured=2 * ds.claim_measured), old_mtime=False),
+          extra={"named": "featurewise_b.nc", "verify": True}),
         # figure
         F("figure_png_deleted", "figure", "figure PNG deleted", "results/figures/featurewise_b.png", delete),
         F("figure_pdf_truncated", "figure", "figure PDF cut to half, old mtime", "results/figures/featurewise_b.pdf", truncate),
@@ -252,6 +345,8 @@ def faults() -> list[Fault]:
           lambda p: p.write_text(p.read_text()[: len(p.read_text()) // 2])),
         F("summary_cut_at_line_new", "summary", "summary.csv cut at the line end nearest its middle, new mtime",
           "results/summary.csv", lambda p: p.write_text(cut_at_line(p.read_text()))),
+        F("summary_row_edited_new", "summary", "summary.csv: one row's measured value x 1.5, new mtime",
+          "results/summary.csv", edit_summary_measured, extra={"named": "summary.csv", "verify": True}),
         F("claims_other_exp_new", "figure", "featurewise's claims.csv copied over featurewise_b's, new mtime",
           "results/figures/featurewise_b.claims.csv",
           copy_over("results/figures/featurewise.claims.csv", old_mtime=False)),
@@ -268,9 +363,21 @@ def faults() -> list[Fault]:
         F("job_sigkill_mid_write", "run-level", "a training job SIGKILLed while its temporary file exists",
           None, None, "sigkill_job"),
         F("concurrent", "lock", "two snakemake calls at once in one directory", None, None, "concurrent"),
+        F("dry_run_during_run", "lock", "snakemake -n with another eps while a run trains", None, None, "during_dry"),
+        F("refused_run_during_run", "lock", "a second real snakemake run with another eps while a run trains "
+          "(Snakemake's lock refuses it)", None, None, "during_refused"),
         F("touch_same_content", "run-level", "data file touched (new mtime, same bytes)", f"{d}/featurewise_b.nc",
           lambda p: os.utime(p)),
         F("metadata_deleted", "run-level", "snakemake's metadata of one fit output deleted", None, None, "metadata"),
+        F("dry_run_copied_tree_stopped", "run-level", "cp -a copy with .snakemake/nqf_results.json removed (as after "
+          "a stopped run): snakemake -n with another eps, then a plain rerun", None, None, "copied_stopped"),
+        F("benchmark_symlink_out", "run-level", "a benchmark .tsv replaced by a link to a file outside results/",
+          "results/benchmarks/train/featurewise_b/gd.tsv", None, "bench_link", extra={"named": "removed the link"}),
+        F("runs_dir_is_file", "run-level", "results/runs replaced by a file", "results/runs", runs_replaced_by_file,
+          extra={"named": "is not a folder"}),
+        F("results_symlinked_edit", "run-level", "results/ kept elsewhere and linked (results -> elsewhere), a run "
+          "file's last loss edited there, old mtime kept", "results", results_linked_and_edited,
+          extra={"named": "changed since nqf recorded it"}),
         # disk full
         F("disk_full_fit", "fit", "disk full (tmpfs at results/fits) while the fit writes", None, None, "tmpfs_fits"),
         F("fsize_limit_train", "train", "ulimit -f (RLIMIT_FSIZE 16 KiB) while a run file is written", None, None,
@@ -405,8 +512,21 @@ def procedure(fault: Fault, work: Path) -> dict:
     if kind == "standard":
         if fault.inject:
             fault.inject(work / fault.target)
+        if fault.extra.get("verify"):
+            fault.extra["verified"] = verify_dry_run(work, fault.target)
         rc, text = run(work)
         log.append(text)
+    elif kind == "bench_link":
+        outside = work.parent / f"{work.name}.outside.tsv"
+        outside.write_text("keep me\n")
+        bench = work / fault.target
+        bench.unlink()
+        bench.symlink_to(outside)
+        rc, text = run(work)
+        log.append(text)
+        keep = outside.read_text()
+        fault.extra["check"] = lambda: ("" if keep == "keep me\n" and not bench.is_symlink() else
+                                        f"outside file now {keep[:40]!r}, link {'kept' if bench.is_symlink() else 'removed'}")
     elif kind == "tmp_dead":
         from nqf.netcdf import HOST
         stale = work / f"results/runs/featurewise/.gd.nc.{2 ** 22 + 7}@{HOST}.abcd1234.tmp"
@@ -463,6 +583,31 @@ def procedure(fault: Fault, work: Path) -> dict:
         told = "yes" if "--unlock" in text_b else "no"
         fault.extra["note"] = f"second call rc {rc_b} while the first ran"
         text = text_b if rc_b else text
+    elif kind in ("during_dry", "during_refused"):
+        return during_run(fault, work, dry=kind == "during_dry")
+    elif kind == "copied_stopped":
+        (work / ".snakemake/nqf_results.json").unlink()
+        before = results_snapshot(work)
+        rc_b, text_b = run(work, "-n", *OTHER_CONFIG)
+        log.append(text_b)
+        after = results_snapshot(work)
+        unusable = [str(q.relative_to(work)) for q in (work / R).rglob("*.unusable")]
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        rc, text = run(work)
+        log.append(text)
+        final = results_snapshot(work)
+        remade = sorted(k for k in set(after) | set(final) if after.get(k) != final.get(k))
+        diff = compare(work.parent / "template", work)
+        said = "left in place" in text_b and "moved aside" not in text_b
+        problems = ([f"the dry run exited {rc_b}"] if rc_b else []) + (["a traceback"] if "Traceback" in text_b + text else []) \
+            + ([f"the dry run changed {len(changed)} file(s): {', '.join(changed[:3])}"] if changed else []) \
+            + ([f"moved aside: {', '.join(unusable[:3])}"] if unusable else []) \
+            + ([] if said else ["the dry run did not only say what a run would do"]) \
+            + ([f"the rerun exited {rc}"] if rc else []) \
+            + ([f"the rerun remade {len(remade)} file(s): {', '.join(remade[:3])}"] if remade else []) + diff[:4]
+        return dict(outcome="not survived" if problems else "survived", recovery="none", told="n.a.",
+                    first=first_message(text_b), detail="; ".join(problems),
+                    note=f"dry run: {len(before)} files unchanged; rerun: nothing remade" if not problems else "")
     elif kind == "metadata":
         from base64 import urlsafe_b64encode
         meta = work / ".snakemake/metadata" / urlsafe_b64encode(b"results/fits/featurewise_b.nc").decode()
@@ -530,16 +675,102 @@ def procedure(fault: Fault, work: Path) -> dict:
         named = fault.target is None or (Path(fault.target).name in first and "rule '" in first)
         told = "yes" if named and ("moved aside" in first or "--unlock" in first) else "no"
     diff = compare(work.parent / "template", work)
+    must_say = fault.extra.get("named")
+    verified = fault.extra.get("verified")
+    unequal = [a for a in fault.extra.get("same_attrs", ()) if _attr(work / fault.target, a)
+               != _attr(work.parent / "template" / fault.target, a)]
+    check = fault.extra["check"]() if "check" in fault.extra else ""
     if rc_end != 0:
         outcome, detail = "not survived", "stuck: still failing after the recovery"
     elif diff:
         outcome, detail = "not survived", ("wrong results with exit 0: " if rc == 0 else "after recovery: ") + "; ".join(diff[:4])
     elif rc != 0 and told == "no":
         outcome, detail = "not survived", "refused without naming the file and its rule / the recovery"
+    elif must_say and not any(must_say in ln for t in log for ln in nqf_lines(t)):
+        outcome, detail = "not survived", f"no nqf message says '{must_say}': the fault went unnoticed"
+    elif unequal:
+        outcome, detail = "not survived", f"attribute(s) {', '.join(unequal)} still differ from the template's: not regenerated"
+    elif check:
+        outcome, detail = "not survived", check
+    elif verified and not verified[0]:
+        outcome, detail = "not survived", verified[1]
     else:
         outcome, detail = "survived", ""
+    if verified and outcome == "survived":
+        detail = verified[1]
     return dict(outcome=outcome, detail=detail, first=first, recovery=" + ".join(steps) or "none",
                 told=told or "n.a.", note=fault.extra.get("note", ""))
+
+
+def _attr(path: Path, name: str):
+    try:
+        with xr.open_dataset(path, engine="netcdf4") as ds:
+            return ds.attrs.get(name)
+    except Exception as exc:  # noqa: BLE001
+        return f"unreadable ({type(exc).__name__})"
+
+
+# experiments whose run and fit files the during-run faults delete, so that the run that redoes
+# them trains for minutes (--cores 1) while the other call runs
+LONG_RERUN = ("init_scaling", "featurewise_powerlaw", "samplewise_powerlaw", "collapse")
+
+
+def during_run(fault: Fault, work: Path, dry: bool) -> dict:
+    """Run A redoes the runs and fits of LONG_RERUN; once it trains (Snakemake's lock taken), a
+    second call with another config (``-n``, or a real run Snakemake's lock refuses) must change
+    no file (content and mtime of every file A does not remake) and move nothing aside; A must end
+    with exit 0 and the template's results."""
+    remade = {str(R / "summary.csv")} | {str(R / n) for n in ("reproduction.md", "reproduction.html",
+                                                                "reproduction_verdicts.html")}
+    for exp in LONG_RERUN:
+        for q in (work / R / "runs" / exp).glob("*.nc"):
+            q.unlink()
+        (work / R / "fits" / f"{exp}.nc").unlink()
+    log_a = work.parent / f"{work.name}.run_a.log"
+    with open(log_a, "w") as fh:
+        a = subprocess.Popen(snakemake_cmd(work), stdout=fh, stderr=subprocess.STDOUT, text=True, env=env(),
+                             start_new_session=True)
+    locks = work / ".snakemake/locks"
+    trains = wait_for(lambda: locks.is_dir() and any(locks.iterdir()), timeout=300)
+    time.sleep(2.0)
+    before = results_snapshot(work)
+    t_b = time.time()
+    rc_b, text_b = run(work, *(("-n",) if dry else ()), *OTHER_CONFIG)
+    seconds_b = time.time() - t_b
+    running = a.poll() is None
+    after = results_snapshot(work)
+    try:
+        rc_a = a.wait(timeout=1200)
+    except subprocess.TimeoutExpired:
+        os.killpg(a.pid, signal.SIGKILL)
+        rc_a = a.wait()
+    out_a = log_a.read_text()
+    log_a.unlink()
+    if not (trains and running):
+        return dict(outcome="harness error", first=first_message(text_b),
+                    detail=f"run A {'finished' if trains else 'never took its lock'} before the second call ended "
+                           f"({seconds_b:.0f} s): make it longer")
+
+    def made_by_a(rel: str) -> bool:
+        parts = Path(rel).parts
+        return rel in remade or (len(parts) > 2 and (parts[1] in ("runs", "fits", "figures"))
+                                 and any(parts[-1].startswith(exp + ".") or parts[2] == exp for exp in LONG_RERUN))
+
+    changed = sorted(k for k in before if not made_by_a(k) and after.get(k) != before[k])
+    unusable = [str(q.relative_to(work)) for q in (work / R).rglob("*.unusable")]
+    said = "another snakemake run works on" in text_b
+    diff = compare(work.parent / "template", work)
+    problems = (([f"the dry run exited {rc_b}"] if dry and rc_b else []) + ([] if dry or rc_b else ["the second run was not refused"])
+                + (["a traceback in the second call"] if "Traceback" in text_b else [])
+                + ([f"the second call changed {len(changed)} file(s): {', '.join(changed[:3])}"] if changed else [])
+                + ([f"moved aside: {', '.join(unusable[:3])}"] if unusable else [])
+                + (["the second call moved files"] if "moved aside" in text_b else [])
+                + ([] if said else ["the second call did not say that another run works on results/"])
+                + ([f"run A exited {rc_a}: {first_message(out_a)}"] if rc_a else []) + diff[:4])
+    return dict(outcome="not survived" if problems else "survived", first=first_message(text_b),
+                recovery="none" if dry else "wait for the first run", told="yes" if said else "no",
+                detail="; ".join(problems),
+                note=f"second call {seconds_b:.0f} s, exit {rc_b}, while run A trained; {len(before)} files compared")
 
 
 # -- main ------------------------------------------------------------------------------------
@@ -582,6 +813,7 @@ def main() -> None:
                     help="with --only: replace those rows in the existing report, keep the others")
     ap.add_argument("--merge-total-min", default="", help="with --merge: the whole harness's minutes to report")
     ap.add_argument("--merge-template-s", default="", help="with --merge: the template run's seconds to report")
+    ap.add_argument("--merge-note", default="", help="with --merge: the sentence on the rows rerun (default: their names)")
     args = ap.parse_args()
     t0 = time.time()
     template = args.work / "template"
@@ -610,6 +842,8 @@ def main() -> None:
         rows.append(row)
         print(f"{fault.name:28s} {row['outcome']:13s} {row['wall_s']:>6s}s {row.get('detail', '')[:100]}", flush=True)
         shutil.rmtree(work, ignore_errors=True)
+        for extra in args.work.glob(f"{fault.name}.*"):  # files and folders a fault kept beside the tree
+            shutil.rmtree(extra) if extra.is_dir() and not extra.is_symlink() else extra.unlink()
     if only and args.merge and (args.out / "fault_audit.csv").exists():
         with open(args.out / "fault_audit.csv", newline="") as fh:
             earlier = {r["name"]: r for r in csv.DictReader(fh)}
@@ -618,7 +852,7 @@ def main() -> None:
         rows = [rerun.get(n) or earlier[n] for n in order if n in rerun or n in earlier]
         total_s = float(args.merge_total_min or 0) * 60 or time.time() - t0
         report(rows, args.out, total_s, float(args.merge_template_s or template_s),
-               note=f"Rows rerun with --only --merge after a fix: {', '.join(sorted(rerun))}.")
+               note=args.merge_note or f"Rows rerun with --only --merge after a fix: {', '.join(sorted(rerun))}.")
         return
     report(rows, args.out, time.time() - t0, template_s)
 

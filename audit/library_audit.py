@@ -347,6 +347,97 @@ case("architectures.build", "structure of NaN x", "refuse", "x",
 case("architectures.build", "structure of wrong D", "refuse", "x",
      lambda: arch.build("mlp", D=4, width=4).structure(torch.ones((3, 5), dtype=torch.float64)))
 
+# ---- issue 30, item 6: results that used to come out silently wrong, raw or after a hang
+HALF = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _readme_data():
+    """tests/library/test_training.py's README data: diagonal C, r_1 = 8, so GD settles only for lr < 0.25."""
+    rng = np.random.default_rng(1)
+    Q, _ = np.linalg.qr(rng.standard_normal((400, 6)))
+    feats = np.sqrt(400) * Q * np.arange(1, 7) ** -0.5
+    return DiagonalForm(torch.as_tensor(feats)), feats @ np.ones(6), np.sqrt(1e-5) * np.eye(6)
+
+
+def _train_readme(lr=0.01, steps=60, dtype=torch.float64, **kw):
+    form_, y, W0 = _readme_data()
+    return nqf.train(nqf.QuadraticModel(form_, W0, dtype=dtype, device="cpu"), y, lr=lr, steps=steps, **kw)
+
+
+def _half_train(dtype):
+    """A half-precision run: warned of its loss floor; a TypeError (bfloat16 records used to raise
+    one after training) counts as a raw error, not as a refusal."""
+    try:
+        return _train_readme(dtype=dtype, n_record=10)
+    except TypeError as err:
+        raise RuntimeError(f"TypeError after training: {err}") from err
+
+
+def _quick(call, limit=5.0):
+    """call(); a refusal that comes only after ``limit`` seconds counts as a raw error."""
+    start = time.perf_counter()
+    try:
+        return call()
+    except Exception as err:  # noqa: BLE001
+        took = time.perf_counter() - start
+        if took > limit:
+            raise RuntimeError(f"refused only after {took:.1f} s: {type(err).__name__}: {err}") from err
+        raise
+
+
+def _structure_dtype(x, want):
+    form_ = arch.build("mlp", D=4, width=4).structure(x)
+    if form_.left.dtype != want:
+        raise RuntimeError(f"structure() of {x.dtype} inputs gave a {form_.left.dtype} form, not {want}")
+    return form_.dense()
+
+
+def _in_place_unit(w, x):
+    w.mul_(2.0)
+    return (w @ x) ** 2
+
+
+def _in_place_no_grad_unit(w, x):
+    with torch.no_grad():
+        w.add_(1.0)
+    return (w @ x) ** 2
+
+
+def _huge_dense():
+    module = arch.build("mlp", D=1000, width=4, n_outputs=1)  # 20000 matrices of 1001 x 1001: 160 GB
+    return module.structure(module.sample_inputs(20000, torch.Generator().manual_seed(0))).dense()
+
+
+POW25 = lambda w, x: (w @ x).abs() ** 2.5  # noqa: E731 (C^2, infinite third derivative at w = 0)
+case("expansion", "unit |w.x|^2.5 (third derivative infinite at 0)", "refuse", "unit", lambda: nqf.expansion(POW25, X3, 3))
+case("structure_matrix", "unit |w.x|^2.5 (third derivative infinite at 0)", "refuse", "unit",
+     lambda: nqf.structure_matrix(POW25, X3, 3))
+case("expansion", "unit |w.x|^4 (C^3: expanded)", "valid", "", lambda: nqf.expansion(lambda w, x: (w @ x).abs() ** 4, X3, 3))
+case("train", "GD lr 0.3 above the stability bound 2 / r_1 = 0.25", "refuse", "lr",
+     lambda: _train_readme(lr=0.3, steps=400, n_record=10))
+case("train", "GD lr 0.2 below the stability bound", "valid", "", lambda: _train_readme(lr=0.2, steps=400, n_record=10))
+for name, dt in HALF.items():
+    case("train", f"{name} parameters (loss floor; no TypeError)", "refuse", name, lambda dt=dt: _half_train(dt))
+case("architectures.build", "structure of int64 x (read as float64)", "valid", "",
+     lambda: _structure_dtype(torch.randint(-3, 4, (6, 4), generator=torch.Generator().manual_seed(7)), torch.float64))
+for name, dt in HALF.items():
+    case("architectures.build", f"structure of {name} x", "refuse", "x",
+         lambda dt=dt: arch.build("mlp", D=4, width=4).structure(torch.ones(6, 4, dtype=dt)))
+case("architectures.build", "structure of an empty batch (0, D)", "refuse", "x",
+     lambda: arch.build("mlp", D=4, width=4).structure(torch.zeros(0, 4, dtype=torch.float64)))
+for fn, call in (("structure_matrix", nqf.structure_matrix), ("expansion", nqf.expansion)):
+    case(fn, "device cuda on CPU-only", "refuse", "device", lambda call=call: call(lambda w, x: (w @ x) ** 2, X3, 3, device="cuda")
+         if not torch.cuda.is_available() else (_ for _ in ()).throw(ValueError("device: cuda present; skip")))
+case("expansion", "unit edits w in place (w.mul_)", "refuse", "in place", lambda: nqf.expansion(_in_place_unit, X3, 3))
+case("structure_matrix", "unit edits w in place under no_grad (w.add_)", "refuse", "in place",
+     lambda: nqf.structure_matrix(_in_place_no_grad_unit, X3, 3))
+case("structure_matrix", "unit edits a copy of w (w.clone().mul_)", "valid", "",
+     lambda: nqf.structure_matrix(lambda w, x: (w.clone().mul_(2.0) @ x) ** 2, X3, 3))
+case("train", "steps 1e9, n_record 1e9 (refused within 5 s)", "refuse", "n_record",
+     lambda: _quick(lambda: _train_readme(steps=10 ** 9, n_record=10 ** 9)))
+case("architectures.build", "dense() of 20000 x 1001 x 1001 (160 GB; refused within 5 s)", "refuse", "dense",
+     lambda: _quick(_huge_dense))
+
 # ---- runs
 case("open_runs", "unknown experiment", "refuse", "experiment", lambda: open_runs("no_such_experiment", results="/nonexistent"))
 case("open_runs", "experiment None", "refuse", "experiment", lambda: open_runs(None, results="/nonexistent"))
@@ -397,7 +488,8 @@ def classify(exp, arg, call, key=None):
     if err is not None:
         msg = f"{type(err).__name__}: {err}"
         # FileNotFoundError: Python's own error for a missing file (open_runs' results folder)
-        clean = (isinstance(err, (ValueError, TypeError, FileNotFoundError, *NQF_ERRORS)) and len(str(err)) < 400
+        # MemoryError: nqf's refusal of arrays estimated from the shapes, before allocating (nqf._checks.memory)
+        clean = (isinstance(err, (ValueError, TypeError, FileNotFoundError, MemoryError, *NQF_ERRORS)) and len(str(err)) < 400
                  and arg in str(err))
         if exp == "valid":
             return "wrongly refused", msg

@@ -65,12 +65,27 @@ def claim_rows(fit, part: str = "", *, at_start: bool = False) -> list[tuple[str
 
 # -- workflow ------------------------------------------------------------------------------------
 
+def snakemake_timeout() -> float:
+    """Seconds one snakemake call of a workflow test may take: NQF_TEST_TIMEOUT_S, default 1800
+    (the test config's whole run takes ~4 min on 2 free cores; a loaded machine needs more)."""
+    import os
+
+    value = os.environ.get("NQF_TEST_TIMEOUT_S", "1800")
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"NQF_TEST_TIMEOUT_S must be a number of seconds, not {value!r}") from None
+    if not seconds > 0:
+        raise ValueError(f"NQF_TEST_TIMEOUT_S must be positive, not {value!r}")
+    return seconds
+
+
 def snakemake(workdir, *args, check=True) -> subprocess.CompletedProcess:
     """The snakemake CLI on the repository's Snakefile in ``workdir`` with 2 cores; with ``check``
     a failure raises with the end of its output."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
            str(workdir), "--cores", "2", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=snakemake_timeout())
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc

@@ -396,6 +396,18 @@ def with_reading(fit: xr.Dataset, reading: str) -> xr.Dataset:
     return fit.assign(claim_reading=("claim", values))
 
 
+def summary_csv(rows: list[dict]) -> str:
+    """``rows`` (of :func:`summary_rows`) as the text of results/summary.csv or a claims table."""
+    import csv
+    import io
+
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
 def summary_rows(exp_id: str, fit: xr.Dataset) -> list[dict]:
     """Rows of results/summary.csv from a fit file's claims (older fit files without the
     checks/source/reading columns give empty strings there, without claim_judged every row is

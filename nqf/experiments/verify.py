@@ -120,7 +120,7 @@ def rows_problem(path: Path, rows: list[dict], exps, results: Path) -> str | Non
     import csv
     import io
 
-    from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
+    from nqf.experiments.common import SUMMARY_COLUMNS, summary_csv, summary_rows
     from nqf.netcdf import open_result
 
     rebuilt = []
@@ -133,11 +133,7 @@ def rows_problem(path: Path, rows: list[dict], exps, results: Path) -> str | Non
                 rebuilt += summary_rows(exp, fit)
         except (ResultFileError, OSError, ValueError):
             return None
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
-    writer.writeheader()
-    writer.writerows(rebuilt)
-    expected = list(csv.DictReader(io.StringIO(buffer.getvalue())))
+    expected = list(csv.DictReader(io.StringIO(summary_csv(rebuilt))))
     key = lambda row: tuple(row.get(c) or "" for c in SUMMARY_COLUMNS)  # noqa: E731
     missing = sorted(set(map(key, expected)) - set(map(key, rows)))
     extra = [r for r in rows if key(r) not in set(map(key, expected))]

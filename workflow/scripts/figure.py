@@ -2,11 +2,8 @@
 checked claims as CSV and as the HTML table the report shows."""
 from pathlib import Path
 
-import csv
-import io
-
 from nqf.experiments import figure_of, merge_seed_blocks
-from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
+from nqf.experiments.common import summary_csv, summary_rows
 from nqf.experiments.divergence import divergence_figure, diverged_runs
 from nqf.experiments.jobs import job
 from nqf.experiments.report_html import claims_page
@@ -25,11 +22,7 @@ with job(snakemake.log[0], "figure"):  # noqa: F821
         divergence_figure(runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
     else:
         figure_of(cfg)(theory, fit, runs, cfg, paths, font_size=style["font_size"], dpi=style["dpi"])
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
-    writer.writeheader()
     rows = summary_rows(snakemake.wildcards.exp, fit)  # noqa: F821
-    writer.writerows(rows)
-    write_text(snakemake.output.claims, buffer.getvalue())  # noqa: F821
+    write_text(snakemake.output.claims, summary_csv(rows))  # noqa: F821
     write_text(snakemake.output.claims_html, claims_page(snakemake.wildcards.exp, rows,  # noqa: F821
                                                          description=exp_cfg.get("description", "")))

@@ -1,8 +1,5 @@
 """Rule summary: results/summary.csv, one row per checked claim."""
-import csv
-import io
-
-from nqf.experiments.common import SUMMARY_COLUMNS, summary_rows
+from nqf.experiments.common import summary_csv, summary_rows
 from nqf.experiments.jobs import job
 from nqf.experiments.validate import open_stage
 from nqf.netcdf import write_text
@@ -12,11 +9,7 @@ with job(snakemake.log[0], "summary") as log:  # noqa: F821
     rows = []
     for exp, path in zip(snakemake.params.experiments, snakemake.input):  # noqa: F821
         rows += summary_rows(exp, open_stage(path, "fit", experiments[exp], experiment=exp))
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS)
-    writer.writeheader()
-    writer.writerows(rows)
-    write_text(snakemake.output[0], buffer.getvalue())  # noqa: F821
+    write_text(snakemake.output[0], summary_csv(rows))  # noqa: F821
     # rows that hold by construction (nqf.experiments.common.CHECKS) and rows the run could not judge
     # (judged False: not reached, run too short) are written but not counted as checked
     built = sum(r["checks"] == "construction" for r in rows)

@@ -148,7 +148,7 @@ def collision_cases() -> list[Case]:
 def _fields() -> list[tuple[tuple, str, str]]:
     """(key path, kind or '', 'number' | 'integer') of every numeric field the schema defines; a
     list item is the path of its list plus 0."""
-    from nqf.config import kind_names, load_schema, resolve
+    from nqf.pipeline.config import kind_names, load_schema, resolve
 
     schema, out = load_schema(), []
 
@@ -211,7 +211,7 @@ def grid_cases(cli_fields: set) -> list[Case]:
     """NaN, +-inf, huge, negative and zero in every numeric field, the syntax rotating over YAML,
     JSON and --config; the fields in ``cli_fields`` go through the CLI, the others through the
     library."""
-    from nqf.config import validate_config
+    from nqf.pipeline.config import validate_config
 
     cases = []
     for i, (path, kind, typ) in enumerate(_fields()):
@@ -649,7 +649,7 @@ def run_lib(case: Case, tmp: Path, configfiles: list[str]) -> tuple[int, str]:
     from snakemake.cli import parse_config
 
     from nqf import experiments
-    from nqf.config import ConfigError, load_workflow_config, validate_config
+    from nqf.pipeline.config import ConfigError, load_workflow_config, validate_config
 
     start = time.monotonic()
     cwd = os.getcwd()

@@ -10,10 +10,10 @@ import torch
 
 import nqf
 from nqf import architectures as arch
-from nqf.closed_forms import corollary4, theorem5, theorem7
-from nqf.forms import DenseForm, DiagonalForm
-from nqf.mflow import SecondMoment
-from nqf.runs import open_runs
+from nqf.theory.closed_forms import corollary4, theorem5, theorem7
+from nqf.theory.forms import DenseForm, DiagonalForm
+from nqf.theory.mflow import SecondMoment
+from nqf.io.runs import open_runs
 
 NAN, INF = float("nan"), float("inf")
 LAM = np.array([[1.0, 0.0], [0.0, 2.0]])
@@ -26,7 +26,7 @@ INDEF = np.array([[1.0, 2.0], [2.0, 1.0]])
 TT = np.logspace(0, 3, 40)
 X3 = torch.tensor([0.3, -0.2, 0.5], dtype=torch.float64)
 NQF_ERRORS = tuple(getattr(__import__(m, fromlist=[n]), n) for m, n in
-                   [("nqf.training", "TrainingDiverged"), ("nqf.netcdf", "ResultFileError"), ("nqf.taylor", "NotSmoothError")])
+                   [("nqf.training.loop", "TrainingDiverged"), ("nqf.io.netcdf", "ResultFileError"), ("nqf.theory.taylor", "NotSmoothError")])
 
 # Bad-looking calls whose behaviour the docstring states on purpose: reported as "documented", not bugs.
 DOCUMENTED = {

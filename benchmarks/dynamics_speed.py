@@ -1,9 +1,9 @@
 """Speed of the theory engine, measured side by side in one run.
 
-1. M-flow (nqf.mflow) wall time per unit of gradient-flow time at width d = 16 and d = 4096 on the
+1. M-flow (nqf.theory.mflow) wall time per unit of gradient-flow time at width d = 16 and d = 4096 on the
    same data, against training W itself (nqf.train, full-batch GD) at d = 4096: the M-flow cost
    must not depend on d, and must beat training by a wide margin.
-2. The GLV over its full staircase (up to 1.2 x the last event of nqf.staircase, in t = tau ln(1/eps)):
+2. The GLV over its full staircase (up to 1.2 x the last event of nqf.theory.staircase, in t = tau ln(1/eps)):
    10^4 modes with diagonal C (power-law rates, the Fig. 3-right kind of data) and 10^3 modes with
    a dense Gram C (m = 100 samples), plus the eps -> 0 event solver on the same systems.
 
@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 import nqf
-from nqf.mflow import SecondMoment
-from nqf.staircase import staircase_from_init
+from nqf.theory.mflow import SecondMoment
+from nqf.theory.staircase import staircase_from_init
 
 
 def best_of(fn, repeats: int = 3) -> float:

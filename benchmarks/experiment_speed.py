@@ -49,9 +49,9 @@ def module_replicas(lines):
 
 
 def gd_step(lines):
-    from nqf.fourier_modes import fourier_features
-    from nqf.fourier_training import FourierReplicas, fold_even_grid, init_draws
-    from nqf.training import make_optimizer
+    from nqf.theory.fourier_modes import fourier_features
+    from nqf.training.fourier_training import FourierReplicas, fold_even_grid, init_draws
+    from nqf.training.loop import make_optimizer
 
     P, M = 104, 256
     idx, w = fold_even_grid(M)

@@ -22,7 +22,7 @@ from pathlib import Path
 KINDS = ("featurewise", "samplewise", "competition", "collapse", "init_scaling", "nqf_approximation",
          "featurewise_powerlaw", "samplewise_powerlaw", "fourier_powerlaw", "teacher_student", "real_data", "deep")
 
-COMMON = "import nqf, nqf.experiments, nqf.netcdf\nfrom nqf.experiments import kind_of\n"
+COMMON = "import nqf, nqf.experiments, nqf.io.netcdf\nfrom nqf.experiments import kind_of\n"
 STAGES = {
     # the imports of workflow/scripts/<stage>.py, then the kind's module as the stage touches it
     "theory": COMMON + "m = kind_of({{'kind': '{kind}'}}); m.theory\n",
@@ -31,7 +31,7 @@ STAGES = {
     "figure": COMMON + "import nqf.plotting\ntry:\n    from nqf.experiments import figure_of\n"
                        "except ImportError:\n    kind_of({{'kind': '{kind}'}}).figure\n"
                        "else:\n    figure_of({{'kind': '{kind}'}})\n",
-    "train": COMMON + "import nqf.training, nqf.quadratic\nm = kind_of({{'kind': '{kind}'}}); m.train_run\n",
+    "train": COMMON + "import nqf.training.loop, nqf.training.quadratic\nm = kind_of({{'kind': '{kind}'}}); m.train_run\n",
 }
 REPORT = "import sys; print(' '.join(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'matplotlib'})))"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nqf.config import validate_config
+from nqf.pipeline.config import validate_config
 from nqf.experiments import teacher_student as ts
 
 torch.set_num_threads(2)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 import nqf
-from nqf.training import mse_per_replica
+from nqf.training.loop import mse_per_replica
 
 
 def per_step(fn, steps: int) -> float:

@@ -10,14 +10,14 @@ p = D + k). The path, each step a library call:
 2. The data's statistics and the regime: nqf.predict picks the exact solution whose condition
    holds (here a generic Gaussian init: the closed M-flow) and returns M(t) and the loss.
 3. The modes: eigenvectors q_a of Y = (4/n) sum y A with positive eigenvalue (the directions the
-   flow grows), reduced by nqf.mode_theory.reduce_modes to Theorem 8's constants; Theorem 8
+   flow grows), reduced by nqf.theory.mode_theory.reduce_modes to Theorem 8's constants; Theorem 8
    predicts each ignition time from the seed's own initial amplitudes; predict_exponent gives
    the loss's power-law exponent where the spectrum allows one (a power-law teacher here).
 4. The real module trained by gradient descent (nqf.train, its weights read as W = [U^T; V]),
    its loss and mode amplitudes q_a^T W W^T q_a beside the prediction, plotted to OUTDIR.
 
 Targets are (n, k): the loss is (1/n) sum over samples and outputs, the convention of every
-entry point (nqf.losses), so train's clock t = lr step is predict's t.
+entry point (nqf.theory.losses), so train's clock t = lr step is predict's t.
 """
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ import numpy as np
 import torch
 
 import nqf
-from nqf.ignition import mode_ignition_times
-from nqf.mode_designs import whitened
-from nqf.mode_theory import coupled_faster, effective_amplitudes, reduce_modes
-from nqf.mflow import SecondMoment
+from nqf.theory.ignition import mode_ignition_times
+from nqf.architectures.mode_designs import whitened
+from nqf.theory.mode_theory import coupled_faster, effective_amplitudes, reduce_modes
+from nqf.theory.mflow import SecondMoment
 
 
 class SinLayer(torch.nn.Module):
@@ -109,7 +109,7 @@ def main(argv=None) -> dict:
     t_theory = nqf.predicted_ignition_times(red.zeta, red.C_k, 1.0, c=red.amplitude_unit * z0, a=red.a)
     t_end = 1.6 * float(np.nanmax(t_theory))
     steps = int(np.ceil(t_end / lr))
-    t = lr * nqf.training.log_step_grid(steps, 200)
+    t = lr * nqf.training.loop.log_step_grid(steps, 200)
     sol = nqf.predict(form, y, t, W0=W0)
     print(f"predict: method {sol.method} (condition residual {sol.residual:.1e}); regime of the modes "
           f"{red.regime}, decoupling residual {red.decoupling_residual:.1e}")
@@ -119,7 +119,7 @@ def main(argv=None) -> dict:
     t_flow = mode_ignition_times(t, sol.M, Q, saturation=sat)
     V = red.gamma ** 2 / (4 * red.kappa)                       # the loss mode a removes
     k_idx = np.arange(1, K + 1)
-    alpha1, alpha2 = -nqf.scaling.loglog_slope(k_idx, V)[0], -nqf.scaling.loglog_slope(k_idx, red.zeta)[0]
+    alpha1, alpha2 = -nqf.theory.scaling.loglog_slope(k_idx, V)[0], -nqf.theory.scaling.loglog_slope(k_idx, red.zeta)[0]
     print(f"spectrum: V_a ~ a^-{alpha1:.3g}, zeta_a ~ a^-{alpha2:.3g}: Theorem 9's exponent as K -> inf "
           f"(alpha1 - 1) / alpha2 = {(alpha1 - 1) / alpha2:.3g}")
     try:  # one typical amplitude for all modes

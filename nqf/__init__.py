@@ -1,16 +1,16 @@
 """nqf: Neural Quadratic Forms (Ziyin, Xu, Poggio, Chuang, arXiv 2608.13335) as a library.
 
 The top level holds the names a first session needs (the README's tour); everything else is
-imported from its submodule (``nqf.closed_forms.theorem5``, ``nqf.scaling.power_law_test``,
-``nqf.staircase.staircase_from_init``, ``nqf.training.log_step_grid``, ...).
+imported from its submodule (``nqf.theory.closed_forms.theorem5``, ``nqf.theory.scaling.power_law_test``,
+``nqf.theory.staircase.staircase_from_init``, ``nqf.training.loop.log_step_grid``, ...).
 
-* Structure: ``DenseForm``, ``DiagonalForm``, ``StructureForm`` (nqf.forms); ``structure_matrix``
-  and ``expansion`` of any unit function (nqf.taylor); ``architectures`` (the module registry).
-* Predictions: ``predict`` (picks the exact solution that applies; nqf.solutions), ``mflow``
+* Structure: ``DenseForm``, ``DiagonalForm``, ``StructureForm`` (nqf.theory.forms); ``structure_matrix``
+  and ``expansion`` of any unit function (nqf.theory.taylor); ``architectures`` (the module registry).
+* Predictions: ``predict`` (picks the exact solution that applies; nqf.theory.solutions), ``mflow``
   (closed M-flow), ``discrete_flow`` (exact GD recursions), ``LotkaVolterra``, ``glv``,
-  ``logistic_solution``, ``lv_coefficients``, ``shared_eigenbasis`` (nqf.lotka_volterra),
+  ``logistic_solution``, ``lv_coefficients``, ``shared_eigenbasis`` (nqf.theory.lotka_volterra),
   ``staircase`` (eps -> 0 limit), ``predicted_ignition_times``, ``ignition_times``,
-  ``predicted_seed_scatter`` (nqf.ignition), ``predict_exponent``, ``fit_power_law`` (nqf.scaling).
+  ``predicted_seed_scatter`` (nqf.theory.ignition), ``predict_exponent``, ``fit_power_law`` (nqf.theory.scaling).
 * Training: ``QuadraticModel``, ``train``, ``TrainingDiverged``.
 * ``NQFWarning``: the category of every warning about a usable but degraded result (a run that
   did not settle, a half-precision loss floor, ZGZ failing); ``warnings.simplefilter("error",
@@ -23,26 +23,24 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 
 __version__ = "0.1.0"
 
 # public name -> the submodule that defines it
 _SOURCES = {
-    **dict.fromkeys(("DenseForm", "DiagonalForm", "StructureForm"), "nqf.forms"),
-    **dict.fromkeys(("expansion", "structure_matrix"), "nqf.taylor"),
-    **dict.fromkeys(("Solution", "predict"), "nqf.solutions"),
-    "mflow": "nqf.mflow",
-    "discrete_flow": "nqf.recursions",
+    **dict.fromkeys(("DenseForm", "DiagonalForm", "StructureForm"), "nqf.theory.forms"),
+    **dict.fromkeys(("expansion", "structure_matrix"), "nqf.theory.taylor"),
+    **dict.fromkeys(("Solution", "predict"), "nqf.theory.solutions"),
+    "mflow": "nqf.theory.mflow",
+    "discrete_flow": "nqf.theory.recursions",
     **dict.fromkeys(("LotkaVolterra", "glv", "logistic_solution", "lv_coefficients", "shared_eigenbasis"),
-                    "nqf.lotka_volterra"),
-    "staircase": "nqf.staircase",
-    **dict.fromkeys(("ignition_times", "predicted_ignition_times", "predicted_seed_scatter"), "nqf.ignition"),
-    **dict.fromkeys(("fit_power_law", "predict_exponent"), "nqf.scaling"),
-    "QuadraticModel": "nqf.quadratic",
-    **dict.fromkeys(("TrainingDiverged", "train"), "nqf.training"),
-    "open_runs": "nqf.runs",
+                    "nqf.theory.lotka_volterra"),
+    "staircase": "nqf.theory.staircase",
+    **dict.fromkeys(("ignition_times", "predicted_ignition_times", "predicted_seed_scatter"), "nqf.theory.ignition"),
+    **dict.fromkeys(("fit_power_law", "predict_exponent"), "nqf.theory.scaling"),
+    "QuadraticModel": "nqf.training.quadratic",
+    **dict.fromkeys(("TrainingDiverged", "train"), "nqf.training.loop"),
+    "open_runs": "nqf.io.runs",
     "NQFWarning": "nqf._checks",
 }
 
@@ -52,7 +50,7 @@ __all__ = [*_SOURCES, "architectures"]
 def _lazy_names(namespace: dict, sources: dict[str, str], public: list[str]):
     """PEP 562 ``__getattr__`` and ``__dir__`` for the package whose globals are ``namespace``: a
     name of ``sources`` is read from its submodule on first use, any other name that is a
-    submodule is imported as after an eager import (nqf.forms etc.); later look-ups find the
+    submodule is imported as after an eager import (nqf.theory.forms etc.); later look-ups find the
     name in the globals and skip the function."""
     package = namespace["__name__"]
 
@@ -73,17 +71,3 @@ def _lazy_names(namespace: dict, sources: dict[str, str], public: list[str]):
 
 
 __getattr__, __dir__ = _lazy_names(globals(), _SOURCES, __all__)
-
-
-class _Package(types.ModuleType):
-    """The nqf package: importing the submodule nqf.mflow (or nqf.staircase) would set the package
-    attribute of that name to the module, hiding the public function of the same name; the
-    function keeps the name, as when the package imported it eagerly."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _SOURCES and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -14,7 +14,7 @@ It exits 0 with a line per experiment (kind, runs, estimated peak memory and ste
 config is valid on this machine, 2 with the sentence when it is not.
 
 ``verify`` opens every results file of the config with the checks its readers make
-(nqf.experiments.verify), whatever its mtime, and moves each wrong one aside so that the next
+(nqf.pipeline.verify), whatever its mtime, and moves each wrong one aside so that the next
 snakemake call regenerates it; it exits 1 when it found one. Run it from the directory snakemake
 runs in (or pass ``--directory``), with the same ``--configfile``/``--config``::
 
@@ -33,7 +33,7 @@ def _overrides(entries: list[str]) -> dict:
     """``key=value`` pairs typed as Snakemake types them (its own parser)."""
     from snakemake.cli import parse_config
 
-    from nqf.config import ConfigError
+    from nqf.pipeline.config import ConfigError
 
     try:
         return parse_config(entries)
@@ -46,8 +46,8 @@ def check_config_command(configfiles: list[str], overrides: list[str], default: 
                          jobs_run_here: bool = True) -> list[str]:
     """Lines describing the valid config (one per experiment); raises ConfigError otherwise."""
     from nqf import experiments
-    from nqf.config import load_workflow_config, validate_config
-    from nqf.experiments import machine
+    from nqf.pipeline.config import load_workflow_config, validate_config
+    from nqf.pipeline import machine
 
     raw = load_workflow_config(configfiles, _overrides(overrides), default)
     cfg = validate_config(raw)
@@ -66,8 +66,8 @@ def verify_command(configfiles: list[str], overrides: list[str], default: Path, 
     """(exit status, lines): 0 when every existing results file holds, 1 when one was wrong."""
     import time
 
-    from nqf.config import load_workflow_config, validate_config
-    from nqf.experiments.verify import verify_results
+    from nqf.pipeline.config import load_workflow_config, validate_config
+    from nqf.pipeline.verify import verify_results
 
     cfg = validate_config(load_workflow_config(configfiles, _overrides(overrides), default))
     start = time.monotonic()
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--dry-run", action="store_true", help="report wrong files, move nothing")
     args = parser.parse_args(argv)
 
-    from nqf.config import ConfigError
+    from nqf.pipeline.config import ConfigError
 
     if args.command == "verify":
         try:

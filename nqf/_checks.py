@@ -18,7 +18,7 @@ import numbers
 
 import numpy as np
 
-# Relative tolerance of the PSD test (the one nqf.staircase already used): an eigenvalue of a Gram
+# Relative tolerance of the PSD test (the one nqf.theory.staircase already used): an eigenvalue of a Gram
 # matrix C = (8/m) Lambda^T Lambda computed in float64 can come out negative by about
 # (machine eps) * K * max|C|, 2e-13 max|C| for K = 10^3 modes; -1e-10 * max|C| leaves a margin of
 # 500 over that and still refuses any genuinely indefinite C (smallest eigenvalue O(max|C|)).

@@ -19,7 +19,7 @@ def read_test_config() -> dict:
 
 def kind_config(kind: str, **keys) -> dict:
     """One experiment of ``kind`` with ``keys``, validated (the schema fills the defaults)."""
-    from nqf.config import validate_config
+    from nqf.pipeline.config import validate_config
 
     return validate_config({"experiments": {"e": {"kind": kind, **keys}}})["experiments"]["e"]
 
@@ -110,10 +110,10 @@ def capture_figures(monkeypatch) -> list:
 
 def figure_problems(fig) -> list[str]:
     """A referee's checks of a saved figure: no legend (of an axes, or of the figure) covers data
-    of any axes (nqf.plot_layout.legend_overlaps), no legend repeats a label."""
+    of any axes (nqf.plotting.layout.legend_overlaps), no legend repeats a label."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from nqf.plot_layout import legend_overlaps
+    from nqf.plotting.layout import legend_overlaps
 
     found = []
     FigureCanvasAgg(fig)  # a closed figure keeps no drawing canvas

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, vmap
 
-from nqf.forms import StructureForm
+from nqf.theory.forms import StructureForm
 
 Tensor = torch.Tensor
 

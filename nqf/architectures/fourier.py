@@ -18,7 +18,7 @@ import math
 import torch
 
 from nqf.architectures.base import UnitModule, gaussian, generator, unvec, vec
-from nqf.factored import BlockBilinearForm
+from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
 

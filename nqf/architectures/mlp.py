@@ -11,7 +11,7 @@ import torch
 
 from nqf.architectures.activations import activation
 from nqf.architectures.base import UnitModule, gaussian, generator
-from nqf.factored import BlockBilinearForm
+from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
 

@@ -16,8 +16,8 @@ from torch.func import vmap
 
 from nqf.architectures.base import MATRIX, QUERY_CONTEXT, UnitModule, gaussian, generator
 from nqf.architectures.query_key import context_covariance_readout
-from nqf.factored import BlockBilinearForm, LowRankSymmetricForm
-from nqf.forms import DiagonalForm, StructureForm
+from nqf.theory.factored import BlockBilinearForm, LowRankSymmetricForm
+from nqf.theory.forms import DiagonalForm, StructureForm
 
 Tensor = torch.Tensor
 

@@ -15,7 +15,7 @@ losses against rescaled time tau = t / ln(1/eps) fall on one curve as eps -> 0: 
 ignition times differ at finite eps only through ln(c_k) / (r_k ln(1/eps)), with
 z_k(0) = eps c_k (Theorem 8), and converge to tau*_k = 1 / r_k.
 
-Loss convention (``loss``, nqf.losses): one GD step of lr advances the Eq. 26 flow by eta = c lr;
+Loss convention (``loss``, nqf.theory.losses): one GD step of lr advances the Eq. 26 flow by eta = c lr;
 each run takes ceil(tau_max ln(1/eps) / eta) steps and records time in that clock.
 
 Claims and their tolerances (``tolerances.safety_factor`` times the run's error budget,
@@ -48,14 +48,14 @@ import xarray as xr
 
 from nqf.experiments.common import (LAG_MARGIN, Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs,
                                     reach_problems, run_too_short)
-from nqf.experiments.ids import exact_number
-from nqf.experiments.machine import seed_draw
+from nqf.pipeline.ids import exact_number
+from nqf.pipeline.machine import seed_draw
 from nqf.experiments.matching import check_runs
-from nqf.ignition import ignition_times, predicted_ignition_times
-from nqf.losses import flow_lr
-from nqf.lotka_volterra import LotkaVolterra
-from nqf.orthogonal import random_orthogonal
-from nqf.training import train
+from nqf.theory.ignition import ignition_times, predicted_ignition_times
+from nqf.theory.losses import flow_lr
+from nqf.theory.lotka_volterra import LotkaVolterra
+from nqf.data.orthogonal import random_orthogonal
+from nqf.training.loop import train
 
 KIND = "collapse"
 INIT_SEED = 12345  # torch generator seed of W0: the same draws for every eps and architecture
@@ -75,7 +75,7 @@ RUN_ID_KEYS = ("architectures", "eps")
 
 
 def run_id(arch: str, eps: float) -> str:
-    """'diagonal_eps1e-03': eps in its shortest exact form (nqf.experiments.ids), one id per value."""
+    """'diagonal_eps1e-03': eps in its shortest exact form (nqf.pipeline.ids), one id per value."""
     return f"{arch}_eps{exact_number(eps)}"
 
 
@@ -131,7 +131,7 @@ def tau_max_to_reach(tau: float) -> float:
 
 
 def estimate(cfg: dict) -> dict:
-    """The largest run (nqf.experiments.machine): the recorded M history of every seed (n_record x
+    """The largest run (nqf.pipeline.machine): the recorded M history of every seed (n_record x
     p^2, p = 2K for the rectangular model), the dense data matrices, and its steps at the smallest eps."""
     K, S, n = len(cfg["r"]), len(cfg["seeds"]), int(cfg["n_record"])
     p = 2 * K if "rectangular" in cfg["architectures"] else K
@@ -190,8 +190,8 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     # torch is imported where needed: the theory, fit and figure jobs run without it
     import torch
 
-    from nqf.forms import DenseForm
-    from nqf.quadratic import QuadraticModel
+    from nqf.theory.forms import DenseForm
+    from nqf.training.quadratic import QuadraticModel
 
     arch, eps = cfg["architecture"], cfg["eps"]
     lam, y = data["A_diag"].values, data["y"].values

@@ -12,12 +12,12 @@ import numpy as np
 import xarray as xr
 from scipy.optimize import nnls
 
-from nqf.lotka_volterra import LotkaVolterra
+from nqf.theory.lotka_volterra import LotkaVolterra
 
 if TYPE_CHECKING:
     import torch
 
-    from nqf.forms import StructureForm
+    from nqf.theory.forms import StructureForm
 
 SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "predicted", "measured",
                    "rel_error", "tolerance", "tolerance_source", "passed", "judged", "note")
@@ -56,8 +56,8 @@ def teacher_generator(data_seed: int) -> torch.Generator:
 
 def form_to_dataset(form: StructureForm) -> xr.Dataset:
     """Store a batch of structure matrices in its compact form."""
-    # torch and nqf.forms are imported where needed: the fit, figure and summary jobs run without them
-    from nqf.forms import DiagonalForm
+    # torch and nqf.theory.forms are imported where needed: the fit, figure and summary jobs run without them
+    from nqf.theory.forms import DiagonalForm
 
     if isinstance(form, DiagonalForm):
         ds = xr.Dataset({"A_diag": (("sample", "param"), form.diag.cpu().numpy(), {
@@ -75,7 +75,7 @@ def form_from_dataset(ds: xr.Dataset) -> StructureForm:
     """Inverse of :func:`form_to_dataset`."""
     import torch
 
-    from nqf.forms import DenseForm, DiagonalForm
+    from nqf.theory.forms import DenseForm, DiagonalForm
 
     kind = ds.attrs.get("structure_form")
     if kind == "diagonal":
@@ -99,7 +99,7 @@ def data_rank(form: StructureForm, rtol: float = 1e-10) -> int:
     """
     import torch
 
-    from nqf.forms import DiagonalForm
+    from nqf.theory.forms import DiagonalForm
 
     if isinstance(form, DiagonalForm):
         scale = form.diag.abs().max().item() or 1.0
@@ -118,7 +118,7 @@ def second_moment_dataset(form: StructureForm, y) -> xr.Dataset:
     entries times sqrt 2) as ``K_svec`` or, when its rank is small, as ``K_factor`` F with K = F F^T.
     Data too large for one pass in memory get an explanatory attribute instead.
     """
-    from nqf.mflow import SecondMoment
+    from nqf.theory.mflow import SecondMoment
 
     try:
         sm = SecondMoment.from_form(form, y)
@@ -439,15 +439,15 @@ def summary_rows(exp_id: str, fit: xr.Dataset) -> list[dict]:
 
 class _JobLog(logging.FileHandler):
     """A workflow job's log file. A message it cannot take (the disk filled up, a quota) is said
-    once on stderr in nqf's words (nqf.write_failures), not with logging's traceback per message;
-    the messages still reach stderr, and the end of the run names the full disk (nqf.job_failures)."""
+    once on stderr in nqf's words (nqf.io.write_failures), not with logging's traceback per message;
+    the messages still reach stderr, and the end of the run names the full disk (nqf.pipeline.job_failures)."""
 
     told = False
 
     def handleError(self, record):
         import sys
 
-        from nqf.write_failures import write_error
+        from nqf.io.write_failures import write_error
 
         exc = sys.exc_info()[1]
         error = write_error(self.baseFilename, exc) if isinstance(exc, OSError) else None
@@ -460,7 +460,7 @@ class _JobLog(logging.FileHandler):
 
 def log_to_file(path: str | None) -> None:
     """Send nqf's progress messages to a workflow job's log file (and stderr). Raises OSError
-    where the log cannot be opened (nqf.experiments.jobs says why in one sentence)."""
+    where the log cannot be opened (nqf.pipeline.jobs says why in one sentence)."""
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if path:
         handlers.append(_JobLog(path, mode="w"))

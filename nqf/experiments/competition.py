@@ -7,7 +7,7 @@ the quadratic model, numerical integration of the GLV, and the eps -> 0 staircas
 section 5 (rescaled time tau = t / ln(1/eps)). Each run is one eps, so adding an eps value trains
 only that run.
 
-Loss convention (``loss``, nqf.losses): one GD step of lr advances the Eq. 26 flow by eta = c lr;
+Loss convention (``loss``, nqf.theory.losses): one GD step of lr advances the Eq. 26 flow by eta = c lr;
 each run takes ceil(tau_max ln(1/eps) / eta) steps, records time in that clock, and the theory
 uses the same clock.
 
@@ -43,14 +43,14 @@ from scipy.integrate import solve_ivp
 
 from nqf.experiments.common import (Claim, ErrorBudget, claims_dataset, lv_from_structure, reach_problems, reached,
                                     run_too_short)
-from nqf.experiments.ids import exact_number
+from nqf.pipeline.ids import exact_number
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
 from nqf.experiments.matching import check_runs
-from nqf.ignition import ignition_times
-from nqf.losses import flow_lr
-from nqf.lotka_volterra import glv
-from nqf.staircase import staircase
-from nqf.training import log_step_grid, train
+from nqf.theory.ignition import ignition_times
+from nqf.theory.losses import flow_lr
+from nqf.theory.lotka_volterra import glv
+from nqf.theory.staircase import staircase
+from nqf.training.loop import log_step_grid, train
 
 KIND = "competition"
 SOURCE_GLV = "Eq. 32 (GLV under Assumption 1, Prop. 7)"
@@ -69,7 +69,7 @@ RUN_ID_KEYS = ("eps",)
 
 
 def run_id(eps: float) -> str:
-    """'eps1e-04': eps in its shortest exact form (nqf.experiments.ids), one id per value."""
+    """'eps1e-04': eps in its shortest exact form (nqf.pipeline.ids), one id per value."""
     return f"eps{exact_number(eps)}"
 
 
@@ -91,7 +91,7 @@ def run_config(cfg: dict, run: str) -> dict:
 
 def steps_for(eps: float, tau_max: float, eta: float) -> int:
     """GD steps covering rescaled time tau_max at this eps; ``eta`` is the flow step c lr of the
-    loss convention (nqf.losses.flow_lr)."""
+    loss convention (nqf.theory.losses.flow_lr)."""
     # the 1e-9 absorbs rounding in eta = c lr, so lr / c under convention c takes the same steps
     return int(np.ceil(tau_max * np.log(1.0 / eps) / eta - 1e-9))
 
@@ -156,7 +156,7 @@ def needed_taus(sc, eps_list: list[float], fraction: float) -> tuple[list[str], 
 
 
 def estimate(cfg: dict) -> dict:
-    """The largest run (nqf.experiments.machine): the recorded M history (n_record x p^2, stacked
+    """The largest run (nqf.pipeline.machine): the recorded M history (n_record x p^2, stacked
     once more at the end) and its steps tau_max ln(1/eps) / (c lr) at the smallest eps."""
     p = max((len(row) for row in cfg["lam"]), default=1)
     m, n = len(cfg["y"]), int(cfg["n_record"])

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqf.losses import flow_lr
-from nqf.training import log_step_grid, train
+from nqf.theory.losses import flow_lr
+from nqf.training.loop import log_step_grid, train
 
 INIT = "W(0) = sqrt(eps) I"
 # The keys each stage of a one-run kind reads (featurewise, samplewise), every stage's but the data's.
@@ -23,13 +23,13 @@ GD_RUN_STAGE_KEYS = {
 
 
 def identity_init_model(data: xr.Dataset, eps: float, dtype: str, device: str = "auto"):
-    """The quadratic model (nqf.quadratic) of the data's diagonal matrices ``A_diag`` from
+    """The quadratic model (nqf.training.quadratic) of the data's diagonal matrices ``A_diag`` from
     W(0) = sqrt(eps) I, in ``dtype`` ("float64" or "float32")."""
     # torch is imported where needed: the theory, fit and figure jobs run without it
     import torch
 
-    from nqf.forms import DiagonalForm
-    from nqf.quadratic import QuadraticModel
+    from nqf.theory.forms import DiagonalForm
+    from nqf.training.quadratic import QuadraticModel
 
     form = DiagonalForm(torch.as_tensor(data["A_diag"].values))
     tdtype = torch.float64 if dtype == "float64" else torch.float32

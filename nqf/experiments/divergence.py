@@ -12,14 +12,14 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, claims_dataset
-from nqf.training import TrainingDiverged
+from nqf.training.loop import TrainingDiverged
 
 
 def stable_lr_clause(structure: xr.Dataset | None, cfg: dict) -> str:
     """' The structure statistics predict ... lr < X ...' from the experiment's structure file
     (see :func:`structure_for_hint`), or '' if it holds no shared-eigenbasis reduction to read
     it from."""
-    from nqf.stability import stability_hint
+    from nqf.theory.stability import stability_hint
 
     if structure is None or "C" not in structure or "z_final" not in structure or structure["C"].ndim != 2:
         return ""
@@ -33,10 +33,10 @@ def stable_lr_clause(structure: xr.Dataset | None, cfg: dict) -> str:
 
 def unstable_lr(lr: float, loss: str, m: int, C, z_star) -> list[tuple[str, str]]:
     """('lr', sentence) when GD's flow step c lr is at or above the largest step at which it can
-    settle at the end point z* of the mode dynamics (nqf.stability: 2 / the largest eigenvalue of
+    settle at the end point z* of the mode dynamics (nqf.theory.stability: 2 / the largest eigenvalue of
     the weight-space Hessian there); a kind whose C and z* follow from its config refuses such an
     lr before any job instead of training a run that oscillates or overflows."""
-    from nqf.stability import max_stable_lr
+    from nqf.theory.stability import max_stable_lr
 
     return lr_at_or_above(lr, loss, m, max_stable_lr(np.asarray(C, float), np.asarray(z_star, float)))
 
@@ -44,14 +44,14 @@ def unstable_lr(lr: float, loss: str, m: int, C, z_star) -> list[tuple[str, str]
 def lr_at_or_above(lr: float, loss: str, m: int, eta_max: float | None) -> list[tuple[str, str]]:
     """('lr', sentence) when the flow step c lr of the ``loss`` convention over ``m`` samples is at
     or above ``eta_max`` (2 / the largest Hessian eigenvalue at the end point), else []."""
-    from nqf.losses import loss_factor
+    from nqf.theory.losses import loss_factor
 
     c = loss_factor(loss, m)
     if eta_max is None or not np.isfinite(eta_max) or c * float(lr) < eta_max:
         return []
     return [("lr", f"is {float(lr):g}, a flow step c lr = {c * float(lr):.4g} (loss {loss}) at or above "
                    f"{eta_max:.4g}, the largest at which gradient descent can settle at the minimum (2 / the "
-                   f"largest Hessian eigenvalue there, nqf.stability); use lr below {eta_max / c:.4g}.")]
+                   f"largest Hessian eigenvalue there, nqf.theory.stability); use lr below {eta_max / c:.4g}.")]
 
 
 def structure_for_hint(data: xr.Dataset, exp_cfg: dict) -> xr.Dataset | None:

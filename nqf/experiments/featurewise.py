@@ -5,7 +5,7 @@ random orthogonal matrix Q, so that the Lotka-Volterra interaction matrix is C =
 (orthogonal features, Theorem 6) and the growth rates are the configured r. Gradient descent
 from W(0) = sqrt(eps) I keeps W diagonal, so z_k = M_kk are the eigenvalues of W W^T.
 
-Loss convention (``loss``, nqf.losses): one GD step of lr on the convention's loss advances the
+Loss convention (``loss``, nqf.theory.losses): one GD step of lr on the convention's loss advances the
 Eq. 26 flow by c lr (c = 1, 1/2, m, m/2); runs record time in that clock and losses in Eq. 26
 units, and the theory is evaluated on the same clock, so every claim is convention-free.
 
@@ -44,10 +44,10 @@ from nqf.experiments.common import (LAG_MARGIN, Claim, ErrorBudget, claims_datas
                                     reach_problems, reached, run_too_short, steps_to_reach)
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.experiments.matching import check_runs
-from nqf.ignition import ignition_times, level_crossing, predicted_ignition_times
-from nqf.losses import flow_lr
-from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
-from nqf.orthogonal import random_orthogonal
+from nqf.theory.ignition import ignition_times, level_crossing, predicted_ignition_times
+from nqf.theory.losses import flow_lr
+from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
+from nqf.data.orthogonal import random_orthogonal
 
 KIND = "featurewise"
 PAPER_FIG3 = "Fig. 3 (left, middle)"
@@ -94,7 +94,7 @@ def needed_times(r, c_diag, eps: float, eta: float) -> np.ndarray:
 
 
 def estimate(cfg: dict) -> dict:
-    """The run (nqf.experiments.machine): the recorded M history (n_record x p^2, stacked once
+    """The run (nqf.pipeline.machine): the recorded M history (n_record x p^2, stacked once
     more at the end, p = len(r)) and W, its gradient and M of p x p."""
     p, n = len(cfg["r"]), int(cfg["n_record"])
     return {"bytes": 8 * (2 * n * p * p + 6 * p * p), "key": "n_record",
@@ -313,7 +313,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         relative=False, checks="ours", source="two evaluations of the theory agree (numerical GLV vs Theorem 6)",
         note="log-z Radau integrator; the flow is non-expansive in ln z, so local errors do not grow"))
     # Assumption 1 holds by construction here: the data are diagonal matrices, stored as their
-    # diagonals (A_diag) and trained as a DiagonalForm, for which nqf.lotka_volterra.shared_eigenbasis
+    # diagonals (A_diag) and trained as a DiagonalForm, for which nqf.theory.lotka_volterra.shared_eigenbasis
     # returns a commutator residual of 0.0 without forming a commutator (and a dense commutator of
     # diagonal matrices is exactly 0 in floating point too). The row states the condition Theorem 6
     # rests on; it is labelled so that no count takes it for evidence.

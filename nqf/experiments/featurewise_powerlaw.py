@@ -13,7 +13,7 @@ z_k(0) / d, so that E|W_k|^2 = z_k(0) and the seeds differ only through z_k(0) c
 Crossover: one deterministic replica per eps in ``crossover_eps`` (|W_k|^2 = eps k^-beta0
 exactly); the number of distinct loss drops is counted on GD and on the exact Theorem 6 curve.
 
-Loss convention (``loss``, nqf.losses): GD minimises c L_Eq.26 (c = 1, 1/2, m, m/2 for mean,
+Loss convention (``loss``, nqf.theory.losses): GD minimises c L_Eq.26 (c = 1, 1/2, m, m/2 for mean,
 half_mean, sum, half_sum), i.e. takes steps h = c lr of the Eq. 26 flow. The run's ``time`` and
 the theory's clock are both t = h step, so every prediction is exact under every convention.
 
@@ -36,18 +36,18 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
-from nqf.experiments.machine import seed_draw
+from nqf.pipeline.machine import seed_draw
 from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, fit_seeds,
                                      flow_step, seeded_init, train_loss_only, window_reach_problems)
-from nqf.ignition import predicted_ignition_times
-from nqf.losses import flow_lr
-from nqf.lotka_volterra import logistic_solution
-from nqf.scaling import count_drops, count_resolved, predict_exponent
-from nqf.training import log_step_grid
+from nqf.theory.ignition import predicted_ignition_times
+from nqf.theory.losses import flow_lr
+from nqf.theory.lotka_volterra import logistic_solution
+from nqf.theory.scaling import count_drops, count_resolved, predict_exponent
+from nqf.training.loop import log_step_grid
 
 if TYPE_CHECKING:
-    from nqf.forms import DiagonalForm
+    from nqf.theory.forms import DiagonalForm
 
 KIND = "featurewise_powerlaw"
 SEED_KEYS = ("eps", "beta0", "loss", "lr", "steps", "n_record", "seeds", "width", "init_seed", "dtype")
@@ -100,7 +100,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """The larger run (nqf.experiments.machine): the single-entry data as m x m diagonals, and W of
+    """The larger run (nqf.pipeline.machine): the single-entry data as m x m diagonals, and W of
     the replicas (seeds or crossover eps values) x m x width."""
     m, d = int(cfg["m"]), int(cfg["width"])
     R = max(len(cfg["seeds"]), len(cfg["crossover_eps"]))
@@ -146,7 +146,7 @@ def form_of(data: xr.Dataset) -> DiagonalForm:
     """The DiagonalForm of the single-entry data: diagonals Diag(A_entry) (sample mu owns index mu)."""
     import torch
 
-    from nqf.forms import DiagonalForm
+    from nqf.theory.forms import DiagonalForm
 
     return DiagonalForm(torch.diag(torch.as_tensor(data["A_entry"].values, dtype=torch.float64)))
 
@@ -245,7 +245,7 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
             "z0": ("mode", z0, {**one, "long_name": "initial amplitude z_k(0) = eps k^-beta0"}),
             **exponent_variables(pred, t, E, cfg["n_boot"]),
             "crossover_excess_loss": (("eps", "time"), Ex, {**one, "long_name": "Theorem 6 excess loss at each crossover eps"}),
-            "drops_predicted": ("eps", drops, {**one, "long_name": "distinct drops of the exact curve (nqf.scaling.count_drops)"}),
+            "drops_predicted": ("eps", drops, {**one, "long_name": "distinct drops of the exact curve (nqf.theory.scaling.count_drops)"}),
             "resolved_predicted": ("eps", resolved, {**one, "long_name": "modes resolved by ignition-time gap > width ln 81 / r (count_resolved)"}),
             "drops_grid": ("eps_grid", drops_grid, {**one, "long_name": "distinct drops of the exact curve on a dense eps grid"}),
             "drops_slope": ((), slope, {**one, "long_name": "least-squares slope of drops_grid against ln(1/eps) = alpha2 / w"}),
@@ -261,7 +261,7 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
                 "eps_grid": ("eps_grid", grid, {**one, "long_name": "dense eps grid for the crossover law"})},
         attrs={"experiment_kind": KIND, "eps": cfg["eps"], "beta0": cfg["beta0"], "flow_lr": h,
                "loss_convention": cfg["loss"],
-               "solution": "Theorem 6 (C diagonal), Theorem 8 ignition times, nqf.scaling.predict_exponent",
+               "solution": "Theorem 6 (C diagonal), Theorem 8 ignition times, nqf.theory.scaling.predict_exponent",
                "window_note": pred.window.note or "none",
                "drop_width_resolved": math.log(81.0)},
     )
@@ -283,7 +283,7 @@ def drop_claims(t, measured_loss, eps, predicted, tol_abs: float, what: str,
               f"close to count_drops' depth criterion")
     claims = [Claim(f"{what}: distinct loss drops at eps = {e:.0e}", float(p), float(n), tol_abs,
                     relative=False, checks="ours", source=CROSSOVER_SOURCE, tolerance_source=source,
-                    note="nqf.scaling.count_drops on GD vs on the exact Theorem 6 curve (same time grid)")
+                    note="nqf.theory.scaling.count_drops on GD vs on the exact Theorem 6 curve (same time grid)")
               for e, p, n in zip(eps, predicted, measured)]
     return measured, claims
 

@@ -4,12 +4,12 @@ Setting (Section 7, Eq. 50, App. C "Figure 5"). On the grid x_mu = mu / M (mu = 
 Fourier MLP f(x) = P^-1/2 sum_k W_k tanh(s_k a_k psi_k(x)), psi_k = sqrt2 cos(2 pi k x),
 s_k = k^-theta, learns y = sum_k b_k psi_k, b_k = k^-beta, with the mean-squared loss of Eq. 26,
 L = (1/M) sum_mu (f(x_mu) - y_mu)^2 (recorded), under the ``loss`` convention the optimizer sees
-(nqf.losses: a step of lr moves the Eq. 26 flow by c lr), full-batch GD from a_k, W_k ~ N(0, eps^2).
+(nqf.theory.losses: a step of lr moves the Eq. 26 flow by c lr), full-batch GD from a_k, W_k ~ N(0, eps^2).
 Baselines: its NQF
 f_NQF = P^-1/2 sum_k s_k a_k W_k psi_k (Proposition 1, Eq. 296) from the same draw, and a standard
 tanh MLP (1 -> H -> 1, biases) on the raw input x.
 
-Derivation of the numbers (they fix the defaults; nqf.fourier_modes derives them): the NQF's modes
+Derivation of the numbers (they fix the defaults; nqf.theory.fourier_modes derives them): the NQF's modes
 are orthogonal features with r_k = 4 b_k s_k / sqrt(P), C_kk = 2 s_k^2 / P, V_k = b_k^2 = k^-2 beta
 and zeta_k = r_k = (4/sqrt P) k^-(theta + beta), so alpha1 = 2 beta, alpha2 = theta + beta and the
 loss falls as t^-(2 beta - 1)/(theta + beta): 4/3, 1, 0.8 for theta = 0, 0.5, 1 at beta = 1.5.
@@ -45,12 +45,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.config import ConfigError
+from nqf.pipeline.config import ConfigError
 from nqf.experiments.fits import fourier_powerlaw as fits
 from nqf.experiments.matching import check_runs
-from nqf.fourier_modes import designed_coefficients, fourier_features, lv_from_grid, predicted_windows
-from nqf.losses import flow_lr
-from nqf.training import log_step_grid, train
+from nqf.theory.fourier_modes import designed_coefficients, fourier_features, lv_from_grid, predicted_windows
+from nqf.theory.losses import flow_lr
+from nqf.training.loop import log_step_grid, train
 
 if TYPE_CHECKING:
     import torch
@@ -88,7 +88,7 @@ def run_config(cfg: dict, run: str) -> dict:
 
 
 def theory_windows(cfg: dict, t_max=None) -> list:
-    """nqf.fourier_modes.predicted_windows at this experiment's P, beta, thetas, z_k(0) = eps^2 and
+    """nqf.theory.fourier_modes.predicted_windows at this experiment's P, beta, thetas, z_k(0) = eps^2 and
     window_cutoff; ``t_max`` (one per theta, or None) ends a window at the training horizon."""
     return predicted_windows(int(cfg["P"]), float(cfg["beta"]), cfg["thetas"], float(cfg["eps"]) ** 2,
                              float(cfg["window_cutoff"]), t_max)
@@ -111,10 +111,10 @@ def theta_steps(cfg: dict) -> list[int]:
 
 
 def estimate(cfg: dict) -> dict:
-    """The larger run (nqf.experiments.machine): a Fourier run holds the features (M x P per
+    """The larger run (nqf.pipeline.machine): a Fourier run holds the features (M x P per
     theta), four recorded per-mode variables (theta x seed x n_record x P) and the replicas'
     activations on the folded grid; the raw MLP run its activations (raw seeds x M x raw_width)."""
-    from nqf.experiments.machine import BYTES
+    from nqf.pipeline.machine import BYTES
 
     P, M, T, S, n = int(cfg["P"]), int(cfg["M"]), len(cfg["thetas"]), len(cfg["seeds"]), int(cfg["n_record"])
     fourier = {"M": BYTES * (M * P * (T + 1) + 3 * T * S * (M // 2 + 1) * P), "n_record": BYTES * 4 * T * S * n * P}
@@ -246,8 +246,8 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     """GD on every seed of every theta (seeds only for the raw MLP). Each theta trains as one
     tensor program over its seeds for its own number of steps (``theta_steps``), recorded on the
     common log-spaced grid of the longest; a theta's record ends at its own horizon (NaN after)."""
-    from nqf.fourier_training import RawMLPReplicas, fold_even_grid, init_draws, raw_init_draws, train_per_theta
-    from nqf.quadratic import resolve_device
+    from nqf.training.fourier_training import RawMLPReplicas, fold_even_grid, init_draws, raw_init_draws, train_per_theta
+    from nqf.training.quadratic import resolve_device
 
     dev, dtype = resolve_device(device), _dtype(cfg, run)
     seeds = np.asarray(cfg["raw_seeds" if run == "raw_mlp" else "seeds"], int)
@@ -309,10 +309,10 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 
 # -- theory ---------------------------------------------------------------------------------
 def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
-    """Predicted exponents and windows per theta (nqf.scaling), and the exact NQF loss curves
+    """Predicted exponents and windows per theta (nqf.theory.scaling), and the exact NQF loss curves
     (mean init and the configured seeds' own draws) with their fitted exponents."""
-    from nqf.fourier_training import exact_nqf_loss, init_draws
-    from nqf.scaling import fit_power_law, predict_exponent
+    from nqf.training.fourier_training import exact_nqf_loss, init_draws
+    from nqf.theory.scaling import fit_power_law, predict_exponent
 
     eps, M = float(cfg["eps"]), int(cfg["M"])
     per_steps = theta_steps(cfg)
@@ -374,7 +374,7 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
             "exponent_seeds": (th, v["b_seeds"], {**unit, "long_name": "fitted exponent of loss_seeds over the window (seed mean)"}),
             "exponent_seeds_ci_low": (th, v["ci_lo"], {**unit, "long_name": "95% bootstrap interval over seeds, low"}),
             "exponent_seeds_ci_high": (th, v["ci_hi"], {**unit, "long_name": "95% bootstrap interval over seeds, high"}),
-            "seeds_power_law": (th, v["pl_seeds"], {"long_name": "nqf.scaling.power_law_test verdict on loss_seeds"}),
+            "seeds_power_law": (th, v["pl_seeds"], {"long_name": "nqf.theory.scaling.power_law_test verdict on loss_seeds"}),
             "gd_delay_lo": (th, v["gd_lo"], {**unit, "long_name": "GD's relative ignition delay lr r_k / 4 at the window's first mode"}),
             "gd_delay_hi": (th, v["gd_hi"], {**unit, "long_name": "GD's relative ignition delay lr r_k / 4 at the window's last mode"}),
             "t_hi_full": (th, v["t_hi_full"], {**unit, "long_name": "end of the fitting window without the training horizon (finite-P cutoff)"}),

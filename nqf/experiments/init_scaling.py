@@ -2,10 +2,10 @@
 
 Theorem 8: a mode starting at z_k(0) = eps c_k reaches half saturation at
 t*_k = (1/(a zeta_k)) [ln(1/eps) - ln(C_k c_k / (zeta_k - C_k c_k eps))], so t*_k is a line in
-ln(1/eps) with slope 1/(a zeta_k). For each architecture, nqf.mode_designs builds inputs and an
+ln(1/eps) with slope 1/(a zeta_k). For each architecture, nqf.architectures.mode_designs builds inputs and an
 NQF teacher on which the architecture's NQF has K decoupled modes with the configured rates
 a zeta_k; the structure stage measures (a, zeta_k, C_k) on the architecture's own factored A(x)
-(nqf.mode_theory, checking the conditions). One training job per architecture then runs
+(nqf.theory.mode_theory, checking the conditions). One training job per architecture then runs
 full-batch GD on the NQF with two kinds of replicas in one tensor program:
 
 * aligned: W(0) = sum_k sqrt(eps z*_k) q_k r_k^T (orthonormal r_k in unit space), one replica
@@ -17,7 +17,7 @@ Architectures listed under ``modules`` also train their real (nonlinear) module 
 inits, for comparison only: once the first modes saturate, W is O(1) and the module leaves its
 NQF (its later modes can be switched on by the O(|W|^4) terms instead of their own amplitude).
 
-Loss convention (``loss``, nqf.losses): one GD step of lr advances the Eq. 26 flow by
+Loss convention (``loss``, nqf.theory.losses): one GD step of lr advances the Eq. 26 flow by
 eta = c lr, with n = m, the (sample, output) pairs the NQF's loss averages over (the m of the
 structure statistics); runs record time in that clock, so Theorem 8's times apply as they are.
 
@@ -40,7 +40,7 @@ later by (eta / 4) ln(z / z_k(0)):
   picture whose own error is not derived here, so it enters as the measured constant
   ``tolerances.projection_model_error`` (at the default config the own-init std departs from
   GD's eta r / 4 by at most 2.9 %, the QK head's third mode; 0.1 % for decoupled modes).
-* std of t*_k over seeds vs nqf.mode_theory's ordered_seed_scatter sqrt(psi'((d - j_k)/2)) / r_k
+* std of t*_k over seeds vs nqf.theory.mode_theory's ordered_seed_scatter sqrt(psi'((d - j_k)/2)) / r_k
   (SCIENCE.md's sqrt(psi'(d/2)) / (a zeta_k) for decoupled modes, reported beside it): the
   budget is the std's relative standard error over the seeds (kurtosis of ln chi^2 included)
   plus eta r_k / 4 (plus the projection model error for coupled modes).
@@ -61,18 +61,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.config import ConfigError
+from nqf.pipeline.config import ConfigError
 from nqf.experiments.fits import init_scaling as fits
-from nqf.experiments.machine import generic_estimate, seed_draw
+from nqf.pipeline.machine import generic_estimate, seed_draw
 from nqf.experiments.matching import check_runs
-from nqf.ignition import predicted_ignition_times, predicted_seed_scatter
-from nqf.mode_theory import ordered_seed_scatter, reduce_modes, slope_fit
-from nqf.training import train
+from nqf.theory.ignition import predicted_ignition_times, predicted_seed_scatter
+from nqf.theory.mode_theory import ordered_seed_scatter, reduce_modes, slope_fit
+from nqf.training.loop import train
 
 if TYPE_CHECKING:
     import torch
 
-    from nqf.mode_designs import Design
+    from nqf.architectures.mode_designs import Design
 
 KIND = "init_scaling"
 TRAIN_KEYS = ("eps", "loss", "lr", "steps", "n_record", "seeds", "seed_scale", "dtype", "data_seed", "width")
@@ -86,7 +86,7 @@ STAGE_KEYS = {
 }
 
 
-# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
 
 
@@ -117,7 +117,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     if loss not in ("mean", "half_mean"):  # c = m or m/2: m is the design's, known once it is built
         return []
     from nqf.experiments.common import LAG_MARGIN, reach_problems
-    from nqf.losses import flow_lr
+    from nqf.theory.losses import flow_lr
 
     rates, eps = np.asarray(cfg["rates"], float), np.asarray(cfg["eps"], float)
     eta = flow_lr(cfg["lr"], loss, 1)
@@ -142,7 +142,7 @@ def needed_times(rates, eps, eta: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def estimate(cfg: dict) -> dict:
-    """A floor for the largest run (nqf.experiments.machine): the recorded losses, and the one
+    """A floor for the largest run (nqf.pipeline.machine): the recorded losses, and the one
     Gaussian draw of max(seeds) + 1 rows of p x width weights (p >= the K modes; the unit's exact
     p needs its design)."""
     base = generic_estimate(cfg)
@@ -154,7 +154,7 @@ def estimate(cfg: dict) -> dict:
 def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: designed inputs, the NQF teacher's targets, the mode directions q_k."""
     # torch is imported where needed: the theory, fit and figure jobs run without it
-    from nqf.mode_designs import design, teacher
+    from nqf.architectures.mode_designs import design, teacher
 
     rates = np.asarray(cfg["rates"], float)
     K = rates.size
@@ -186,7 +186,7 @@ def design_of(data: xr.Dataset, arch: str, cfg: dict) -> tuple[Design, torch.Ten
     data_seed), with the inputs, mode directions and targets the data file holds."""
     import torch
 
-    from nqf.mode_designs import design
+    from nqf.architectures.mode_designs import design
 
     des = design(arch, data.sizes["mode"], int(cfg["width"]), int(cfg["data_seed"]))
     des.inputs = tuple(torch.as_tensor(data[f"{arch}_input{i}"].values) for i in range(len(des.inputs)))
@@ -212,7 +212,7 @@ _STRUCTURE_VARS = (  # name, ModeReduction attribute, per mode?, long name
 
 
 def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
-    """Each architecture's modes reduced on its own factored A(x) (nqf.mode_theory)."""
+    """Each architecture's modes reduced on its own factored A(x) (nqf.theory.mode_theory)."""
     archs = list(cfg["architectures"])
     reds, sizes = [], []
     for arch in archs:
@@ -258,10 +258,10 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     with ``module`` also the real module from the aligned inits (targets f(0) + y)."""
     import torch
 
-    from nqf.approximation import ModuleReplicas
-    from nqf.forms import as_tensor
-    from nqf.mode_designs import initial_weights
-    from nqf.quadratic import QuadraticModel, resolve_device
+    from nqf.training.approximation import ModuleReplicas
+    from nqf.theory.forms import as_tensor
+    from nqf.architectures.mode_designs import initial_weights
+    from nqf.training.quadratic import QuadraticModel, resolve_device
 
     arch = cfg.get("architecture", run)
     des, y, z_star = design_of(data, arch, cfg)

@@ -2,10 +2,10 @@
 
 For every architecture (MLP, CNN, QK-only head, MHA, MoE) the targets are the outputs of a
 width-r NQF teacher (r = 4 singular values in the paper) whose effective matrix E
-(nqf.effective) has singular values s_k; the module and its NQF start from the same Gaussian W0
+(nqf.architectures.effective) has singular values s_k; the module and its NQF start from the same Gaussian W0
 (std sigma) and are trained side by side with the same optimizer (GD, Polyak momentum, Adam).
 Seeds and eps values of one architecture and optimizer are one tensor program
-(nqf.approximation). The recovered spectrum s_k(E(W(t))) / s_k of both is compared by
+(nqf.training.approximation). The recovered spectrum s_k(E(W(t))) / s_k of both is compared by
 D = max over t and k of |s_k,module - s_k,NQF| / s_k.
 
 Readings (Sec. 7: "The input is chosen to be Gaussian"; nothing about its scale):
@@ -27,20 +27,20 @@ scales the targets by a^q, so the Eq. 27 flow is a^(2q) faster and GD and moment
 by a^(-q), so GD and momentum step lr a^(-q) and Adam lr a^(-q/2) (its step moves W, which scales
 by a^(-q/2)). GD and momentum must also be stable where they start: each replica's step is capped at
 1 / lambda_max (momentum: (1 + beta) / lambda_max), half the linear stability bound, with
-lambda_max the largest eigenvalue of the NQF loss's Hessian at its W0 (nqf.stability.top_curvature),
+lambda_max the largest eigenvalue of the NQF loss's Hessian at its W0 (nqf.theory.stability.top_curvature),
 so that D measures the NQF approximation and not GD's instability. The run file records every lr.
 
 Verdicts (Fig. 2, Sec. 7): 'The NQF tracks the original almost exactly across every architecture
 and optimizer' is judged at the smallest eps as the figure shows it: D at most ``threshold`` (a
 deviation visible on the figure's axes); beside it, as Theorem 1's check, D within an error budget
 times ``tolerances.safety_factor``: the module's own O(|W|^2) relative truncation error (estimated
-at the module's recorded weights from f(W) and f(W/2), nqf.approximation, independent of the NQF
+at the module's recorded weights from f(W) and f(W/2), nqf.training.approximation, independent of the NQF
 compared), its maximum over steps and seeds, plus the rounding of the training dtype (eps x
 steps). 'At large initialization, the NQF visibly departs from the original' is a bound: D at each
 larger scale at least ``departure_ratio`` times D at the smallest. A miss names its measured cause:
 the module's truncation error at its initial and learned weights at each scale.
 
-Loss convention (``loss``, nqf.losses, n = n_samples): both models minimise c L_Eq.26; GD and
+Loss convention (``loss``, nqf.theory.losses, n = n_samples): both models minimise c L_Eq.26; GD and
 momentum run the Eq. 26 dynamics with step c lr (``time`` = c lr step). For Adam the convention
 changes only Adam's eps term; Adam has no closure and no flow clock.
 """
@@ -56,7 +56,7 @@ import xarray as xr
 from nqf.architectures import higher_order, title, unit_input_dim
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
 from nqf.experiments.matching import check_runs
-from nqf.spectra import deviation
+from nqf.theory.spectra import deviation
 
 if TYPE_CHECKING:
     from nqf.architectures import UnitModule
@@ -82,7 +82,7 @@ STAGE_KEYS = {
 }
 
 
-# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
 
 
@@ -102,10 +102,10 @@ def run_config(cfg: dict, run: str) -> dict:
 
 
 def estimate(cfg: dict) -> dict:
-    """A floor for the largest run (nqf.experiments.machine.module_run): each architecture's
+    """A floor for the largest run (nqf.pipeline.machine.module_run): each architecture's
     inputs, the replicas (eps x the seeds of a job) of its module and NQF, their activations and
     the recorded M where p <= record_M_max_p."""
-    from nqf.experiments.machine import job_seeds, largest_run, module_run
+    from nqf.pipeline.machine import job_seeds, largest_run, module_run
 
     R, n = job_seeds(cfg) * len(cfg["eps"]), int(cfg["n_samples"])
     return largest_run([module_run(a, cfg["sizes"][a], R, n, n, "n_samples", {"n_outputs": int(cfg["n_outputs"])},
@@ -120,14 +120,14 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     import torch
 
     from nqf.architectures import ARCHITECTURES
-    from nqf.effective import teacher_weights
+    from nqf.architectures.effective import teacher_weights
 
     opts = list(cfg["optimizers"])
     if len(set(opts)) < len(opts):  # the schema refuses it; a library caller may not have used it
         return [("optimizers", f"lists an optimizer twice ({opts}); give each once (one block of the run each).")]
     s = list(cfg["singular_values"])
     if any(a < b for a, b in zip(s, s[1:])):
-        # s_k is compared with the k-th largest singular value of E (nqf.spectra.deviation)
+        # s_k is compared with the k-th largest singular value of E (nqf.theory.spectra.deviation)
         return [("singular_values", f"must be listed from largest to smallest (s_1 >= s_2 >= ...), as the "
                                     f"learned spectrum is compared with them in that order; got {s}.")]
     problems = []
@@ -186,9 +186,9 @@ def stable_lr_scale(module: UnitModule, x, y, W0, lr: float, *, optimizer: str, 
     other seeds trained beside it)."""
     import torch
 
-    from nqf.losses import flow_lr
-    from nqf.stability import top_curvature
-    from nqf.training import mse_per_replica
+    from nqf.theory.losses import flow_lr
+    from nqf.theory.stability import top_curvature
+    from nqf.training.loop import mse_per_replica
 
     form = module.structure(x)
     target = torch.as_tensor(np.asarray(y), dtype=W0.dtype)
@@ -211,7 +211,7 @@ def make_data(cfg: dict) -> xr.Dataset:
     import torch
 
     from nqf.architectures import input_degree, input_variables, scale_inputs
-    from nqf.effective import effective_matrix, teacher_weights
+    from nqf.architectures.effective import effective_matrix, teacher_weights
 
     m, k, s = cfg["n_samples"], cfg["n_outputs"], cfg["singular_values"]
     variables: dict = {}
@@ -336,10 +336,10 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 
 def _train_optimizer(module: UnitModule, x, y, W0, rc: dict, opt: str, norm: float, q: int,
                      device: str) -> xr.Dataset:
-    """One optimizer's side-by-side training of every replica (nqf.approximation)."""
+    """One optimizer's side-by-side training of every replica (nqf.training.approximation)."""
     import torch
 
-    from nqf.approximation import train_side_by_side
+    from nqf.training.approximation import train_side_by_side
 
     module = module.to(device="cpu", dtype=torch.float64)  # the previous optimizer's run moved it
     steps = int(rc["steps"])
@@ -473,7 +473,7 @@ def _lr_text(run: xr.Dataset, sigma: float) -> str:
 
 def _check_optimizers(run_ds: dict, archs: list, opts: list) -> None:
     """Every run holds the config's optimizers (else it is another config's file)."""
-    from nqf.netcdf import ResultFileError
+    from nqf.io.netcdf import ResultFileError
 
     for a in archs:
         have = [str(o) for o in run_ds[a]["optimizer"].values] if "optimizer" in run_ds[a].coords else []

@@ -36,11 +36,11 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, reach_problems, run_too_short, steps_to_reach
-from nqf.scaling import PowerLawFit, fit_power_law, window_sensitivity
-from nqf.training import train
+from nqf.theory.scaling import PowerLawFit, fit_power_law, window_sensitivity
+from nqf.training.loop import train
 
 if TYPE_CHECKING:
-    from nqf.forms import DiagonalForm
+    from nqf.theory.forms import DiagonalForm
 
 SHIFTS = ("lo/2", "lo*2", "hi/2", "hi*2")
 
@@ -71,7 +71,7 @@ def train_loss_only(form: DiagonalForm, W0: np.ndarray, y, *, lr: float, steps: 
                     loss: str = "mean") -> tuple[xr.Dataset, str]:
     """Full-batch GD of R replicas (one tensor program) recording only the loss per replica.
 
-    ``loss`` is the convention GD minimises (nqf.losses, n = the m samples); the recorded loss
+    ``loss`` is the convention GD minimises (nqf.theory.losses, n = the m samples); the recorded loss
     is Eq. 26's and ``time`` = c lr step, the Eq. 26 flow time.
 
     Recording M = W W^T (R p^2 numbers per point) would dwarf the computation for p ~ 10^3; the
@@ -82,7 +82,7 @@ def train_loss_only(form: DiagonalForm, W0: np.ndarray, y, *, lr: float, steps: 
     # torch is imported where needed: the theory, fit and figure jobs run without it
     import torch
 
-    from nqf.quadratic import QuadraticModel
+    from nqf.training.quadratic import QuadraticModel
 
     tdtype = torch.float64 if dtype == "float64" else torch.float32
     model = QuadraticModel(form, W0, device=device, dtype=tdtype)
@@ -104,7 +104,7 @@ def shifted_exponents(t, loss, window) -> np.ndarray:
 
 
 def shifted_windows(window) -> list[tuple[float, float]]:
-    """The windows of ``SHIFTS``: one end shifted by a factor 2 (as nqf.scaling.window_sensitivity)."""
+    """The windows of ``SHIFTS``: one end shifted by a factor 2 (as nqf.theory.scaling.window_sensitivity)."""
     lo, hi = window
     return [(lo / 2, hi), (lo * 2, hi), (lo, hi / 2), (lo, hi * 2)]
 
@@ -201,7 +201,7 @@ class SeedFit:
         test = {
             "residual_rms": ((), pl.residual_rms, {**one, "long_name": "residual rms / fitted drop (power_law_test)"}),
             "slope_drift": ((), pl.slope_drift, {**one, "long_name": "change of the log-log slope across the window / b"}),
-            "is_power_law": ((), bool(pl.is_power_law), {"long_name": "nqf.scaling.power_law_test verdict"}),
+            "is_power_law": ((), bool(pl.is_power_law), {"long_name": "nqf.theory.scaling.power_law_test verdict"}),
         }
         return exponent, test
 
@@ -222,7 +222,7 @@ class SeedFit:
 
 def fit_seeds(run: xr.Dataset, theory_ds: xr.Dataset, min_loss: float, n_boot: int) -> SeedFit:
     """The exponent of the run's loss above ``min_loss`` over the theory's fitting window, over its
-    seeds (nqf.scaling.fit_power_law), and over the shifted windows."""
+    seeds (nqf.theory.scaling.fit_power_law), and over the shifted windows."""
     t = run["time"].values
     loss = run["loss"].values - min_loss
     win = (float(theory_ds["window_t_lo"]), float(theory_ds["window_t_hi"]))
@@ -247,7 +247,7 @@ def systematic_claim(quantity: str, predicted: float, measured: float, systemati
 
 def window_reach_problems(pred, h: float, steps: int) -> list[tuple[str, str]]:
     """(key, sentence) where ``steps`` of flow step ``h`` end before twice the end of the window the
-    theory assigns without a horizon (``pred`` of nqf.scaling.predict_exponent): the exponent rows
+    theory assigns without a horizon (``pred`` of nqf.theory.scaling.predict_exponent): the exponent rows
     refit the window with its end doubled (SHIFTS), so the record must cover that far."""
     w = pred.window
     return reach_problems("steps", h * int(steps), [2.0 * w.t_hi], [w.t_hi], h,
@@ -323,7 +323,7 @@ def exponent_claims(theory_ds: xr.Dataset, fit, shifted_gd: np.ndarray, shifted_
         claims.append(claim)
     claims.append(Claim(f"{what}: power_law_test on the seed-mean curve (1 = power law)", 1.0,
                         float(fit.is_power_law), math.nan, comparison="at_least", checks="ours",
-                        source="the GD curve is a power law over the theory's window (nqf.scaling.power_law_test)",
+                        source="the GD curve is a power law over the theory's window (nqf.theory.scaling.power_law_test)",
                         tolerance_source="a yes/no verdict: power_law_test's thresholds define a power law "
                                          "(no prediction to compare with, so no error budget)",
                         note=fit.reason))

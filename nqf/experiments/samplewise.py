@@ -6,7 +6,7 @@ on its own clock; its loss drops near t*_mu = ln(1/eps) / zeta_mu with
 zeta_mu = (8/m) max_k lambda_mu,k y_mu (Eq. 47). The theory curve is Eq. 36 (one implicit
 integral per sample), cross-checked against numerical integration of the GLV.
 
-Loss convention (``loss``, nqf.losses): one GD step of lr on the convention's loss advances the
+Loss convention (``loss``, nqf.theory.losses): one GD step of lr on the convention's loss advances the
 Eq. 26 flow by c lr; runs record time in that clock and losses in Eq. 26 units, and the theory
 is evaluated on the same clock.
 
@@ -37,14 +37,14 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqf.closed_forms import theorem5, theorem5_ignition_times
+from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import (LAG_MARGIN, Claim, ErrorBudget, claims_dataset, lv_from_structure,
                                     reach_problems, reached, run_too_short, steps_to_reach)
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.experiments.matching import check_runs
-from nqf.ignition import ignition_times, level_crossing
-from nqf.losses import flow_lr
-from nqf.lotka_volterra import GLV_ATOL, GLV_RTOL, glv
+from nqf.theory.ignition import ignition_times, level_crossing
+from nqf.theory.losses import flow_lr
+from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv
 
 KIND = "samplewise"
 PAPER_FIG4 = "Fig. 4"
@@ -58,9 +58,9 @@ def runs(cfg: dict) -> list[str]:
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Cross-key problems found before any job starts: an lr at which GD cannot settle at the end
     point its flow reaches from z = eps (per sample the Hessian block has rank one, eigenvalue
-    (8/m) sum_k lambda_k^2 z_k, about zeta_mu; nqf.stability.sample_block_curvature)."""
+    (8/m) sum_k lambda_k^2 z_k, about zeta_mu; nqf.theory.stability.sample_block_curvature)."""
     from nqf.experiments.divergence import lr_at_or_above
-    from nqf.stability import sample_block_curvature
+    from nqf.theory.stability import sample_block_curvature
 
     y, entries = np.asarray(cfg["y"], float), np.asarray(cfg["entries"], float)
     curvature = sample_block_curvature(np.broadcast_to(entries, (y.size, entries.size)), y, float(cfg["eps"]))
@@ -87,7 +87,7 @@ def needed_times(t_star, zeta_mu, eta: float) -> np.ndarray:
 
 
 def estimate(cfg: dict) -> dict:
-    """The run (nqf.experiments.machine): W = sqrt(eps) I of p x p (p = m K), its gradient and M,
+    """The run (nqf.pipeline.machine): W = sqrt(eps) I of p x p (p = m K), its gradient and M,
     the data's m x p diagonals and the recorded outputs."""
     m, K, n = len(cfg["y"]), len(cfg["entries"]), int(cfg["n_record"])
     p = m * K

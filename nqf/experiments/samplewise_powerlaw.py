@@ -11,9 +11,9 @@ alpha1 = 2 gamma1, alpha2 = gamma2, and L(t) ~ t^-(2 gamma1 - 1)/gamma2 (Theorem
 Initial profile: every mode of sample mu starts at eps mu^-beta0; beta0 = 2 gamma1 - gamma2 makes
 ln(zeta_mu / (C_k z_0)) the same for every sample (the sample-wise analogue of beta0 >= alpha1 -
 alpha2 in Theorem 9). Seeds are Gaussian as in ``featurewise_powerlaw``. Theory: Eq. 36 (one
-implicit integral per sample, ``nqf.closed_forms.theorem5``) with the exact half-saturation times.
+implicit integral per sample, ``nqf.theory.closed_forms.theorem5``) with the exact half-saturation times.
 
-Loss convention (``loss``, nqf.losses): GD minimises c L_Eq.26 with c = 1, 1/2, m, m/2 (mean,
+Loss convention (``loss``, nqf.theory.losses): GD minimises c L_Eq.26 with c = 1, 1/2, m, m/2 (mean,
 half_mean, sum, half_sum), i.e. steps h = c lr of the Eq. 26 flow; the run's time and the
 theory's clock are both t = h step. The paper has no figure for Theorem 11, so every exponent row
 checks a theorem: the asymptotic (2 gamma1 - 1)/gamma2 (Theorem 11), the finite-eps corrected
@@ -29,18 +29,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.closed_forms import theorem5, theorem5_ignition_times
+from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import claims_dataset
-from nqf.experiments.machine import seed_draw
+from nqf.pipeline.machine import seed_draw
 from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (SHIFTS, exponent_claims, exponent_variables, fit_seeds, seeded_init,
                                      train_loss_only, window_reach_problems)
-from nqf.losses import flow_lr
-from nqf.scaling import predict_exponent
-from nqf.training import log_step_grid
+from nqf.theory.losses import flow_lr
+from nqf.theory.scaling import predict_exponent
+from nqf.training.loop import log_step_grid
 
 if TYPE_CHECKING:
-    from nqf.forms import DiagonalForm
+    from nqf.theory.forms import DiagonalForm
 
 KIND = "samplewise_powerlaw"
 STAGE_KEYS = {
@@ -63,10 +63,10 @@ def runs(cfg: dict) -> list[str]:
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Cross-key problems found before any job starts: an lr at which GD cannot settle at the end
     point its flow reaches from the mean initial profile (the Hessian's largest eigenvalue there
-    is about zeta_1 = zeta1; nqf.stability.sample_block_curvature), and steps that end the run
+    is about zeta_1 = zeta1; nqf.theory.stability.sample_block_curvature), and steps that end the run
     before twice the end of the theory's fitting window (nqf.experiments.powerlaw.window_reach_problems)."""
     from nqf.experiments.divergence import lr_at_or_above
-    from nqf.stability import sample_block_curvature
+    from nqf.theory.stability import sample_block_curvature
 
     m = int(cfg["m"])
     d = design(m, cfg["gamma1"], cfg["gamma2"], cfg["zeta1"], cfg["entries"])
@@ -82,7 +82,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """The run (nqf.experiments.machine): the data's m x mK diagonals and W of seeds x mK x width."""
+    """The run (nqf.pipeline.machine): the data's m x mK diagonals and W of seeds x mK x width."""
     m, K, d, S = int(cfg["m"]), len(cfg["entries"]), int(cfg["width"]), len(cfg["seeds"])
     draw, drawn = seed_draw(cfg, m * K * d)
     own = 8 * (2 * m * m * K + 4 * S * m * K * d)
@@ -136,7 +136,7 @@ def form_of(data: xr.Dataset) -> DiagonalForm:
     # torch is imported where needed: the theory, fit and figure jobs run without it
     import torch
 
-    from nqf.forms import DiagonalForm
+    from nqf.theory.forms import DiagonalForm
 
     return DiagonalForm(torch.as_tensor(dense_diagonals(data["lam"].values)))
 
@@ -232,7 +232,7 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
                 "shift": ("shift", np.array(SHIFTS, dtype=object), {"long_name": "window end shifted by a factor 2"})},
         attrs={"experiment_kind": KIND, "eps": cfg["eps"], "beta0": cfg["beta0"], "flow_lr": h,
                "loss_convention": cfg["loss"],
-               "solution": "Theorem 5 (Eq. 36), exact half-saturation times, nqf.scaling.predict_exponent",
+               "solution": "Theorem 5 (Eq. 36), exact half-saturation times, nqf.theory.scaling.predict_exponent",
                "window_note": pred.window.note or "none"},
     )
 

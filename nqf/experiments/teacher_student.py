@@ -12,7 +12,7 @@ Teacher: the same module with Gaussian unit weights, std ``teacher_std`` per ent
 and students. With unit-variance weights the MLP teacher's outputs have std ~ 10 and those of the
 QK head ~ 9, which sets how fast the NQF's top mode ignites (see ``theory``).
 
-Loss convention (``loss``, nqf.losses): the paper states lr 0.05 (MLP) and 0.02 (QK head) but
+Loss convention (``loss``, nqf.theory.losses): the paper states lr 0.05 (MLP) and 0.02 (QK head) but
 not whether its MSE carries a 1/2; with c the convention's factor, one SGD step of lr advances
 the Eq. 26 flow by c * lr, so the readings differ by their clock. Recorded losses are Eq. 26's.
 
@@ -45,7 +45,7 @@ import xarray as xr
 from nqf.architectures import title
 from nqf.experiments.common import Claim, claims_dataset, per_arch_dataset, run_too_short, teacher_generator
 from nqf.experiments.matching import check_runs
-from nqf.losses import flow_lr
+from nqf.theory.losses import flow_lr
 
 if TYPE_CHECKING:
     from nqf.architectures import UnitModule
@@ -68,7 +68,7 @@ STAGE_KEYS = {
 }
 
 
-# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
 
 
@@ -100,9 +100,9 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """A floor for the largest run (nqf.experiments.machine.module_run): the probe set and a
+    """A floor for the largest run (nqf.pipeline.machine.module_run): the probe set and a
     minibatch, the seeds of a job as replicas of the module and its NQF, their activations."""
-    from nqf.experiments.machine import job_seeds, largest_run, module_run
+    from nqf.pipeline.machine import job_seeds, largest_run, module_run
 
     n_probe, batch = int(cfg["n_probe"]), int(cfg["batch_size"])
     key = "n_probe" if n_probe >= batch else "batch_size"
@@ -212,7 +212,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     """Module and NQF of one architecture for every seed (CPU float64: the step is tiny)."""
     import torch
 
-    from nqf.approximation import train_online_side_by_side
+    from nqf.training.approximation import train_online_side_by_side
     from nqf.architectures import initial_weights
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)

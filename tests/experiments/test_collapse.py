@@ -15,7 +15,7 @@ import torch
 import nqf
 from nqf.experiments import collapse
 from nqf.experiments.common import CHECKS
-from nqf.losses import loss_factor
+from nqf.theory.losses import loss_factor
 
 from helpers import claim_rows, kind_config, stage_chain
 

@@ -14,7 +14,7 @@ import pytest
 
 from nqf.experiments import competition
 from nqf.experiments.common import CHECKS
-from nqf.losses import loss_factor
+from nqf.theory.losses import loss_factor
 
 from helpers import claim_rows, kind_config, stage_chain
 

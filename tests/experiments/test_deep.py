@@ -5,7 +5,7 @@ import pytest
 
 from nqf.experiments import deep as K, run_config, stage_config, structure_of
 from nqf.experiments.deep import escape_deviation, escape_step
-from nqf.losses import loss_factor
+from nqf.theory.losses import loss_factor
 
 from helpers import kind_config
 

@@ -2,7 +2,7 @@
 different ones, and every run records the seeds it used."""
 import numpy as np
 
-from nqf.config import validate_config
+from nqf.pipeline.config import validate_config
 from nqf.experiments import featurewise_powerlaw as fpl
 from nqf.experiments import teacher_student as ts
 

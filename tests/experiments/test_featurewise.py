@@ -17,7 +17,7 @@ import torch
 import nqf
 from nqf.experiments import featurewise
 from nqf.experiments.common import CHECKS, structure_dataset
-from nqf.losses import loss_factor
+from nqf.theory.losses import loss_factor
 
 from helpers import claim_rows, kind_config, stage_chain
 
@@ -189,7 +189,7 @@ def test_check_config_refuses_steps_that_end_before_the_slowest_ignition(capsys)
     experiment, the prediction, the run's end and the fewest steps that reach it, t* plus twice GD's
     lag (eta / 4) ln(r / (2 C eps)) = 0.0242: 22.12 / 0.02 -> 1106. Those steps pass; one fewer does not."""
     from nqf.__main__ import main
-    from nqf.config import ConfigError, validate_config
+    from nqf.pipeline.config import ConfigError, validate_config
     from nqf.experiments import check_config
 
     config = str(Path(__file__).resolve().parents[2] / "config" / "test.yaml")
@@ -218,7 +218,7 @@ def test_a_run_too_short_leaves_its_rows_not_judged_never_missed():
     steps that reach it, is not judged (judged False, passed False) and not counted as a check; the
     reproduction page calls Fig. 3 not judged at this run length. The same config run to the steps
     check-config asks for (1106) judges every row and passes them all."""
-    from nqf.experiments.reproduction import Experiment, counted, markdown, not_judged
+    from nqf.pipeline.reproduction import Experiment, counted, markdown, not_judged
 
     _, _, _, short = pipeline(_test_config_featurewise(steps=20, n_record=20))
     rows = _rows(short)
@@ -253,7 +253,7 @@ def test_a_horizon_off_the_scale_lets_no_row_pass_with_an_absurd_tolerance():
     ignition and drop row: no row passes on a tolerance larger than what it measures moves. With
     lr 0.2 and the steps check-config asks for, the same eps judges and passes every row."""
     from nqf.experiments import check_config
-    from nqf.config import validate_config
+    from nqf.pipeline.config import validate_config
 
     cfg = _test_config_featurewise(eps=1e-300)
     _, _, _, fit = pipeline(cfg)

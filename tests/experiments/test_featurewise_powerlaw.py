@@ -8,10 +8,10 @@ import torch
 
 import nqf
 from nqf.experiments import featurewise_powerlaw as F
-from nqf.losses import loss_factor
-from nqf.lotka_volterra import LotkaVolterra
-from nqf.scaling import count_drops, count_resolved
-from nqf.training import log_step_grid
+from nqf.theory.losses import loss_factor
+from nqf.theory.lotka_volterra import LotkaVolterra
+from nqf.theory.scaling import count_drops, count_resolved
+from nqf.training.loop import log_step_grid
 
 from helpers import small_m_config
 

@@ -8,11 +8,11 @@ import torch
 
 import nqf
 from nqf.architectures import FourierMLP
-from nqf import fourier_training as ft
+from nqf.training import fourier_training as ft
 from nqf.experiments import fourier_powerlaw as fp
-from nqf.lotka_volterra import logistic_solution
-from nqf.scaling import fit_power_law, power_law_test
-from nqf.training import train
+from nqf.theory.lotka_volterra import logistic_solution
+from nqf.theory.scaling import fit_power_law, power_law_test
+from nqf.training.loop import train
 
 from helpers import kind_config
 
@@ -152,7 +152,7 @@ def test_gd_exponent_matches_the_exact_flow_curve():
 
 
 def test_power_law_window_and_predictions():
-    """The windows come from nqf.scaling: V_k = b_k^2 gives alpha1 = 2 beta exactly and
+    """The windows come from nqf.theory.scaling: V_k = b_k^2 gives alpha1 = 2 beta exactly and
     zeta_k ~ k^-(theta + beta) gives alpha2 = theta + beta exactly (pure power laws in k)."""
     cfg = config(seeds=[0], loss="half_sum")
     th = fp.theory(fp.structure(fp.make_data(cfg), cfg), cfg)

@@ -5,7 +5,7 @@ where the flow multiplies it by exp(eta g) (eta = c lr, the flow step of the los
 the slope of t*_k against ln(1/eps) comes out as Theorem 8's times eta r / (2 ln(1 + eta r / 2))
 (about 1 + eta r / 4), each t*_k is late by (eta / 4) ln(1 / (2 eps)), and every seed's
 ln z_k(0)-dependent time is stretched by 1 + eta r_k / 4; the std of t*_k over n seeds has the
-sampling error nqf.mode_theory.std_relative_error.
+sampling error nqf.theory.mode_theory.std_relative_error.
 """
 import functools
 
@@ -14,16 +14,16 @@ import pytest
 from scipy.special import polygamma
 
 import nqf
-from nqf.closed_forms import corollary4_modes
-from nqf.config import ConfigError
+from nqf.theory.closed_forms import corollary4_modes
+from nqf.pipeline.config import ConfigError
 from nqf.experiments import init_scaling
 from nqf.experiments.common import CHECKS
-from nqf.ignition import ignition_times
-from nqf.losses import loss_factor
-from nqf.mflow import SecondMoment
-from nqf.mode_designs import DESIGNS, design, initial_weights, teacher
-from nqf.mode_theory import effective_amplitudes, reduce_modes, std_relative_error
-from nqf.solutions import theorem16_conditions
+from nqf.theory.ignition import ignition_times
+from nqf.theory.losses import loss_factor
+from nqf.theory.mflow import SecondMoment
+from nqf.architectures.mode_designs import DESIGNS, design, initial_weights, teacher
+from nqf.theory.mode_theory import effective_amplitudes, reduce_modes, std_relative_error
+from nqf.theory.solutions import theorem16_conditions
 
 from helpers import claim_rows, kind_config, stage_chain
 
@@ -72,7 +72,7 @@ def test_commuting_designs_against_the_lotka_volterra_reduction(name):
 @pytest.mark.parametrize("name", sorted(set(DESIGNS) - COMMUTING))
 def test_feedforward_designs_against_corollary4_and_theorem16(name):
     """Corollary 4 (a = 4, zeta = tau, C_k = c, rho = z/2) from the dense S_mu, and Theorem 16's
-    conditions checked by nqf.solutions on the aligned initial state."""
+    conditions checked by nqf.theory.solutions on the aligned initial state."""
     des, form, y, z_star = prepared(name)
     red = reduce_modes(form, y, des.modes)
     A = form.dense().numpy()

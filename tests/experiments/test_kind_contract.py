@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from nqf.config import load_schema
+from nqf.pipeline.config import load_schema
 from nqf.experiments import KINDS, figure_module, figure_of
 from nqf.experiments.contract import STAGES, ExperimentKind, KindFigure, problems
 
@@ -101,7 +101,7 @@ def _small_experiments() -> dict:
     import yaml
 
     from helpers import ROOT
-    from nqf.config import validate_config
+    from nqf.pipeline.config import validate_config
 
     raw = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
     # fewer seeds, bootstrap draws and eps values than the workflow test: the stages, not the
@@ -172,7 +172,7 @@ def test_a_stage_config_reads_alike_whatever_the_order_of_nested_keys():
     (yaml.safe_dump sorts keys) must not rerun a stage."""
     import pickle
 
-    from nqf.config import validate_config
+    from nqf.pipeline.config import validate_config
     from nqf.experiments import run_config, stage_config
 
     def experiment(sizes, steps):

@@ -1,12 +1,12 @@
-"""nqf.experiments.local.run_experiment: one experiment end to end without Snakemake, its files
-laid out as the workflow's and read back by nqf.runs.open_runs."""
+"""nqf.pipeline.local.run_experiment: one experiment end to end without Snakemake, its files
+laid out as the workflow's and read back by nqf.io.runs.open_runs."""
 import numpy as np
 import pytest
 
 from helpers import read_test_config
-from nqf.config import ConfigError
-from nqf.experiments.local import run_experiment
-from nqf.runs import open_runs
+from nqf.pipeline.config import ConfigError
+from nqf.pipeline.local import run_experiment
+from nqf.io.runs import open_runs
 
 
 def test_a_featurewise_experiment_runs_and_its_claims_hold(tmp_path):

@@ -8,9 +8,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from nqf.config import ConfigError, validate_config
+from nqf.pipeline.config import ConfigError, validate_config
 from nqf.experiments import KINDS, check_config
-from nqf.experiments import machine
+from nqf.pipeline import machine
 
 
 def header_only_npz(path, shapes: dict, dtype=np.uint8):
@@ -66,7 +66,7 @@ def test_the_loader_converts_only_the_images_it_keeps(tmp_path):
     of uint8 images, whose float64 copy would be 12.5 MB."""
     import tracemalloc
 
-    from nqf.datasets import load_digit_task
+    from nqf.data.datasets import load_digit_task
 
     g = np.random.default_rng(0)
     x_train = g.integers(0, 256, (2000, 28, 28)).astype(np.uint8)

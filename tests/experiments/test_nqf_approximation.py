@@ -17,15 +17,15 @@ import pytest
 import torch
 
 import nqf
-from nqf.approximation import ModuleReplicas, closure_recursion, deviation, train_side_by_side
+from nqf.training.approximation import ModuleReplicas, closure_recursion, deviation, train_side_by_side
 from nqf.architectures import ARCHITECTURES
-from nqf.config import validate_config
-from nqf.effective import teacher_weights
+from nqf.pipeline.config import validate_config
+from nqf.architectures.effective import teacher_weights
 from nqf.experiments import nqf_approximation as na
 from nqf.experiments import run_config, stage_config
-from nqf.losses import loss_factor
-from nqf.recursions import sgd_moments
-from nqf.training import mse_per_replica
+from nqf.theory.losses import loss_factor
+from nqf.theory.recursions import sgd_moments
+from nqf.training.loop import mse_per_replica
 
 from helpers import kind_config
 
@@ -125,7 +125,7 @@ def test_truncation_is_the_modules_own_quartic_remainder():
     """The recorded truncation, Richardson's RMS(R)/RMS(Q) from f(W) and f(W/2), equals the
     direct RMS(f - f(0) - Tr[W W^T A]) / RMS(Tr[W W^T A]) up to its own O(|W|^2) relative error
     (5 % at weights of std 0.05 here), and scales as |W|^2 (ratio 4 when W halves, 5 %)."""
-    from nqf.approximation import truncation_error
+    from nqf.training.approximation import truncation_error
 
     for name in ("mlp", "qk_head", "mha"):
         module, x, y, f0 = problem(name)
@@ -251,7 +251,7 @@ def test_a_wrong_structure_matrix_fails_the_budget(monkeypatch):
     learns E = E* / 1.1, so D ~ 0.09, while the budget, 3 x the module's own truncation error
     (~0.017, estimated from the module alone), does not grow with the wrong model: the small-init
     row fails."""
-    from nqf.forms import DenseForm
+    from nqf.theory.forms import DenseForm
 
     build = na.build_module
 
@@ -289,7 +289,7 @@ def test_run_config_narrows_to_one_architecture():
 
 
 def test_paper_config_has_the_papers_sizes():
-    from nqf.config import load_yaml
+    from nqf.pipeline.config import load_yaml
 
     cfg = validate_config(load_yaml("config/paper.yaml"))["experiments"]["nqf_approximation"]
     assert cfg["n_samples"] == 600 and cfg["n_outputs"] == 8 and cfg["eps"] == [0.01, 0.2]
@@ -304,7 +304,7 @@ def test_paper_config_has_the_papers_sizes():
 def test_runs_of_different_architectures_open_as_one_dataset(tmp_path):
     import xarray as xr
 
-    from nqf.netcdf import write_dataset
+    from nqf.io.netcdf import write_dataset
 
     for name in ("mlp", "mha"):
         module, x, y, _ = problem(name)
@@ -425,8 +425,8 @@ def test_gd_is_capped_at_half_its_stability_bound_where_it_starts():
     """At lr 4 (4x the reference), GD at the large init starts beyond its linear stability bound
     2 / lambda_max(W0): each replica's step is capped at 1 / lambda_max of its own W0 (recorded per
     eps and seed); the small init, stable there, keeps the config's lr; both runs stay finite."""
-    from nqf.stability import top_curvature
-    from nqf.training import mse_per_replica
+    from nqf.theory.stability import top_curvature
+    from nqf.training.loop import mse_per_replica
     from nqf.architectures import initial_weights
 
     cfg = tiny_config(optimizers=["gd"], steps={"mlp": 20}, n_record=5, lr={"mlp": {"gd": 4.0}})
@@ -450,8 +450,8 @@ def test_top_curvature_is_the_hessians_largest_eigenvalue():
     of a small NQF loss, per replica: 1e-6 relative after 200 iterations (the eigen-gap here is
     >= 10 % of the top eigenvalue, so the error falls below 0.9^200 ~ 1e-9 of it); a loss with only
     negative curvature gives 0."""
-    from nqf.stability import top_curvature
-    from nqf.training import mse_per_replica
+    from nqf.theory.stability import top_curvature
+    from nqf.training.loop import mse_per_replica
 
     module = na.build_module("mlp", {"D": 4, "width": 3}, 2, 0)
     x = module.sample_inputs(30, torch.Generator().manual_seed(1))

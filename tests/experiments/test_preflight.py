@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from nqf import experiments as E
-from nqf.config import ConfigError, validate_config
-from nqf.experiments import machine
+from nqf.pipeline.config import ConfigError, validate_config
+from nqf.pipeline import machine
 
 from helpers import ROOT
 
@@ -206,12 +206,12 @@ def test_the_default_lr_under_the_sum_convention_is_refused(kind, m):
 
 
 def test_sample_block_curvature_is_the_dense_hessian_eigenvalue():
-    """nqf.stability.sample_block_curvature (O(m K)) against max_stable_lr on the dense p x p
+    """nqf.theory.stability.sample_block_curvature (O(m K)) against max_stable_lr on the dense p x p
     problem at the flow's end point z_k = z0_k exp(lambda_k u), sum_k lambda_k z_k = y."""
     import numpy as np
     from scipy.optimize import brentq
 
-    from nqf.stability import max_stable_lr, sample_block_curvature
+    from nqf.theory.stability import max_stable_lr, sample_block_curvature
 
     rng = np.random.default_rng(0)
     lam, y, z0 = rng.uniform(0.1, 3, (4, 3)), rng.uniform(0.1, 2, 4), 10.0 ** rng.uniform(-9, -1, (4, 3))

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from nqf.config import validate_config
-from nqf.datasets import load_digit_task, odd_even_targets
-from nqf.effective import effective_features, least_squares_nqf
+from nqf.pipeline.config import validate_config
+from nqf.data.datasets import load_digit_task, odd_even_targets
+from nqf.architectures.effective import effective_features, least_squares_nqf
 from nqf.experiments import real_data as rd
 from nqf.experiments import run_config, stage_config
 from nqf.experiments.fits import real_data as rd_fit
@@ -67,7 +67,7 @@ def test_mnist5k_loader_real_digits():
     paper's 4000 / 1000 split is disjoint and about balanced (odd / even within 45-55 %, every
     digit present); raw preprocessing maps pixels to [0, 1] exactly (division by 255); the split
     depends on the seed only."""
-    from nqf.datasets import mnist5k_images
+    from nqf.data.datasets import mnist5k_images
 
     images, digits = mnist5k_images()
     assert images.shape == (5000, 28, 28) and images.min() == 0 and images.max() == 255
@@ -277,7 +277,7 @@ def test_screen_and_readings_run_through_the_stages():
 
 
 def test_screen_needs_the_attention():
-    from nqf.config import ConfigError
+    from nqf.pipeline.config import ConfigError
     from nqf.experiments import check_config
 
     cfg = validate_config({"device": "cpu", "experiments": {"rd": {"kind": "real_data", "architectures": ["mlp"],
@@ -315,7 +315,7 @@ def test_run_config_reads_only_its_architecture():
 
 
 def test_cross_key_checks_name_the_key():
-    from nqf.config import ConfigError
+    from nqf.pipeline.config import ConfigError
     from nqf.experiments import check_config
 
     def cfg(**over):
@@ -333,7 +333,7 @@ def test_cross_key_checks_name_the_key():
 def test_a_local_npz_is_checked_before_any_job(tmp_path):
     """dataset mnist_npz: the path, its readability and the arrays' headers are checked at config
     time, each problem in one sentence naming the key (the loader refused them only in the data job)."""
-    from nqf.config import ConfigError
+    from nqf.pipeline.config import ConfigError
     from nqf.experiments import check_config
 
     rng = np.random.default_rng(0)
@@ -377,7 +377,7 @@ def test_per_architecture_training_sets():
     assert x.shape[0] == 60 and np.array_equal(y, data["y_train"].values[:60])
     run = rd.train_run(data, run_config(dict(cfg, steps={a: 3 for a in ARCHS}), "cnn"), "cnn", device="cpu")
     assert run.attrs["n_train"] == 60
-    from nqf.config import ConfigError  # noqa: F401
+    from nqf.pipeline.config import ConfigError  # noqa: F401
     from nqf.experiments import check_config
     bad = validate_config({"device": "cpu", "experiments": {"rd": {"kind": "real_data", "n_train": {"mlp": 10}}}})
     with pytest.raises(Exception, match="rd.n_train"):

@@ -10,10 +10,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import helpers
-from nqf.config import validate_config
+from nqf.pipeline.config import validate_config
 from nqf.experiments import stage_config
-from nqf.experiments.report_html import claims_page, report_param, rst_text, verdicts_fragment
-from nqf.experiments.reproduction import Experiment, html_page, markdown
+from nqf.pipeline.report_html import claims_page, report_param, rst_text, verdicts_fragment
+from nqf.pipeline.reproduction import Experiment, html_page, markdown
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 # more ways into a caption: a bare javascript: link, a directive on a line of its own, an include

@@ -4,7 +4,7 @@ rows says how many it checks, and each note is headed by what its row is about; 
 import csv
 from html.parser import HTMLParser
 
-from nqf.experiments.reproduction import Experiment, markdown
+from nqf.pipeline.reproduction import Experiment, markdown
 
 
 def row(quantity, passed, note, checks="paper"):
@@ -76,7 +76,7 @@ def _claims_csv(tmp_path):
 
 
 def test_claims_table_is_one_escaped_row_per_claim_from_the_csv(tmp_path):
-    from nqf.experiments.report_html import CLAIM_COLUMNS, claims_page
+    from nqf.pipeline.report_html import CLAIM_COLUMNS, claims_page
 
     rows, path = _claims_csv(tmp_path)
     with path.open(newline="") as f:
@@ -99,7 +99,7 @@ def test_claims_table_is_one_escaped_row_per_claim_from_the_csv(tmp_path):
 
 
 def test_front_page_verdicts_name_each_figure_and_reading():
-    from nqf.experiments.report_html import verdicts_fragment
+    from nqf.pipeline.report_html import verdicts_fragment
 
     experiments = [
         Experiment("real_data", "real_data", "", "literal", [row("mlp: losses agree", False, "parts")]),
@@ -169,9 +169,9 @@ def test_the_page_names_its_config_and_says_when_it_is_not_the_papers(tmp_path):
     test config) is announced as not a reproduction at the paper's settings."""
     from pathlib import Path
 
-    from nqf.config import validate_config
-    from nqf.config_files import load_workflow_config
-    from nqf.experiments.reproduction import config_identity, config_sentence
+    from nqf.pipeline.config import validate_config
+    from nqf.pipeline.config_files import load_workflow_config
+    from nqf.pipeline.reproduction import config_identity, config_sentence
 
     root = Path(__file__).resolve().parents[2]
     for files, expected in (([], "This is the default run"), ([root / "config" / "paper.yaml"], "the paper's settings"),
@@ -231,8 +231,8 @@ def test_a_figure_whose_rows_the_run_did_not_reach_is_not_judged_never_missed():
 def test_own_experiments_and_the_report_keep_not_judged_rows_apart():
     """This project's experiments list their not-judged rows in a column of their own, not as misses;
     the report's front page and claims table say 'not judged' (also for rows read back from a CSV)."""
-    from nqf.experiments.report_html import claims_page, verdicts_fragment
-    from nqf.experiments.reproduction import counted, is_judged
+    from nqf.pipeline.report_html import claims_page, verdicts_fragment
+    from nqf.pipeline.reproduction import counted, is_judged
 
     comp = Experiment("competition", "competition", "", "", [
         row("t*_1", True, "", checks="theorem"),

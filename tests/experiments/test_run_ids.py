@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from nqf import experiments as E
-from nqf.config import ConfigError, load_yaml, validate_config
+from nqf.pipeline.config import ConfigError, load_yaml, validate_config
 from nqf.experiments.contract import hook
-from nqf.experiments.ids import RUN_ID_PATTERN, exact_number
+from nqf.pipeline.ids import RUN_ID_PATTERN, exact_number
 
 from helpers import ROOT, kind_config
 

@@ -6,9 +6,9 @@ import pytest
 import xarray as xr
 
 from nqf import experiments as E
-from nqf.experiments.jobs import set_aside
+from nqf.pipeline.jobs import set_aside
 from nqf.experiments.matching import check_runs
-from nqf.netcdf import ResultFileError, open_result, write_dataset
+from nqf.io.netcdf import ResultFileError, open_result, write_dataset
 
 from helpers import kind_config
 

@@ -14,7 +14,7 @@ import pytest
 
 from nqf.experiments import samplewise
 from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
-from nqf.losses import loss_factor
+from nqf.theory.losses import loss_factor
 
 from helpers import claim_rows, kind_config, stage_chain
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.closed_forms import theorem5, theorem5_ignition_times
+from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments import samplewise, samplewise_powerlaw as S
-from nqf.losses import loss_factor
-from nqf.lotka_volterra import LotkaVolterra
+from nqf.theory.losses import loss_factor
+from nqf.theory.lotka_volterra import LotkaVolterra
 
 from helpers import small_m_config
 

@@ -19,7 +19,7 @@ from torch.func import vmap
 
 import nqf
 from nqf.architectures import ARCHITECTURES, MODULES, QUADRATIC_MODELS, unvec, vec
-from nqf.taylor import convergence_errors
+from nqf.theory.taylor import convergence_errors
 
 F64 = torch.float64
 ALL = list(ARCHITECTURES)
@@ -508,7 +508,7 @@ def test_self_attention_refuses_unknown_readings():
 def test_structure_reads_integer_inputs_as_float64_and_refuses_half_precision_and_empty_batches():
     import warnings
 
-    from nqf.factored import BlockBilinearForm
+    from nqf.theory.factored import BlockBilinearForm
 
     module = ARCHITECTURES["mlp"].build(D=5, width=4, n_outputs=2)
     x = torch.randint(-3, 4, (6, 5), generator=rng(7))

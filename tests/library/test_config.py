@@ -4,8 +4,8 @@ import re
 import numpy as np
 import pytest
 
-from nqf.config import RENAMED, ConfigError, kind_names, load_schema, load_yaml, resolve, validate_config
-from nqf.config_values import describe, key_path
+from nqf.pipeline.config import RENAMED, ConfigError, kind_names, load_schema, load_yaml, resolve, validate_config
+from nqf.pipeline.config_values import describe, key_path
 from nqf.experiments import KINDS
 
 
@@ -503,8 +503,8 @@ def test_numbers_beyond_their_natural_bound_are_refused_by_the_schema(exp, key, 
 def test_the_largest_allowed_magnitude_is_accepted_by_the_schema():
     """The bound is inclusive: 1e150 itself passes the schema (the kind's own checks may still refuse)."""
     validate_config({"device": "cpu", "experiments": {"e": {"kind": "featurewise", "tolerances": {"safety_factor": 100}}}})
-    from nqf.config import MAGNITUDE_MAX
-    assert not __import__("nqf.config", fromlist=["_too_large"])._too_large(MAGNITUDE_MAX)
+    from nqf.pipeline.config import MAGNITUDE_MAX
+    assert not __import__("nqf.pipeline.config", fromlist=["_too_large"])._too_large(MAGNITUDE_MAX)
 
 
 @pytest.mark.parametrize("text, code", [("a\x00b", "0x00"), ("red \x1b[31m", "0x1b"), ("x\x7f", "0x7f")])

@@ -1,4 +1,4 @@
-"""Reading config files (nqf.config_files): what the workflow runs is what the file says, once.
+"""Reading config files (nqf.pipeline.config_files): what the workflow runs is what the file says, once.
 
 Duplicate keys (YAML: file and lines; JSON: key path), a YTE template, an alias bomb, an empty,
 huge, non-UTF-8 or non-mapping file are each refused in one sentence; the workflow's config is
@@ -9,9 +9,9 @@ import tracemalloc
 
 import pytest
 
-from nqf.config import ConfigError, load_workflow_config, load_yaml, validate_config
-from nqf.config_files import MAX_BYTES, read_config_file
-from nqf.config_values import MAX_NODES
+from nqf.pipeline.config import ConfigError, load_workflow_config, load_yaml, validate_config
+from nqf.pipeline.config_files import MAX_BYTES, read_config_file
+from nqf.pipeline.config_values import MAX_NODES
 
 from helpers import ROOT
 
@@ -195,7 +195,7 @@ def test_a_yaml_structure_that_contains_itself_is_refused(tmp_path):
 
 def test_a_config_with_too_many_values_is_refused_before_it_is_built(tmp_path, monkeypatch):
     """The bound counts YAML nodes before PyYAML's constructor runs (and plain values after)."""
-    monkeypatch.setattr("nqf.config_values.MAX_NODES", 1000)
+    monkeypatch.setattr("nqf.pipeline.config_values.MAX_NODES", 1000)
     path = tmp_path / "c.yaml"
     path.write_text("experiments:\n  f: {kind: featurewise}\nr: [" + "1, " * 1000 + "]\n")
     with pytest.raises(ConfigError, match=r"c.yaml holds more than 1,000 values"):
@@ -254,7 +254,7 @@ def test_a_duplicate_key_in_any_configfile_stops_the_workflow_config(tmp_path):
 def test_nested_override_values_are_typed_as_snakemake_types_top_level_ones():
     """Snakemake's --config gives every scalar inside {...} as a string (YAML base loader);
     nqf types it with int, float, True/False (Snakemake's own order for a top-level value)."""
-    from nqf.config_files import typed_overrides
+    from nqf.pipeline.config_files import typed_overrides
 
     given = {"device": "cpu", "seeds_per_job": 2,
              "experiments": {"f": {"eps": "0.002", "steps": "300", "r": ["1", "0.5e0"], "description": "a run",
@@ -319,7 +319,7 @@ def _readme_kind_keys(text: str) -> dict[str, set[str]]:
 
 
 def test_config_readme_names_every_top_level_key_and_every_key_of_every_kind():
-    from nqf.config import kind_names, load_schema
+    from nqf.pipeline.config import kind_names, load_schema
 
     schema = load_schema()
     text = (ROOT / "config" / "README.md").read_text()
@@ -343,7 +343,7 @@ def test_an_alias_bomb_in_a_config_override_is_refused_before_it_is_typed():
 
     from snakemake.cli import parse_config
 
-    from nqf.config_files import typed_overrides
+    from nqf.pipeline.config_files import typed_overrides
 
     levels = ["&a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
     levels += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]

@@ -1,16 +1,16 @@
 """Divergence: the exact first non-finite step, and the largest stable learning rate predicted
-from the structure statistics (nqf.stability) against gradient descent itself."""
+from the structure statistics (nqf.theory.stability) against gradient descent itself."""
 import numpy as np
 import pytest
 import torch
 
 from nqf.experiments import featurewise
 from nqf.experiments.common import min_loss
-from nqf.forms import DiagonalForm
-from nqf.lotka_volterra import LotkaVolterra
-from nqf.quadratic import QuadraticModel
-from nqf.stability import max_stable_lr
-from nqf.training import TrainingDiverged, train
+from nqf.theory.forms import DiagonalForm
+from nqf.theory.lotka_volterra import LotkaVolterra
+from nqf.training.quadratic import QuadraticModel
+from nqf.theory.stability import max_stable_lr
+from nqf.training.loop import TrainingDiverged, train
 
 
 def diagonal_data(seed=0, m=6, p=3):

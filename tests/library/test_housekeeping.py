@@ -1,4 +1,4 @@
-"""nqf.housekeeping and its helpers: what may move files under results/ before planning, and
+"""nqf.pipeline.housekeeping and its helpers: what may move files under results/ before planning, and
 what must not (a dry run, a run another one holds the folder against, a copy of the tree)."""
 import os
 import subprocess
@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from nqf import housekeeping, results_check, results_record
+from nqf.pipeline import housekeeping
+
+
+
+from nqf.pipeline import results_check
+
+
+
+from nqf.pipeline import results_record
 
 
 @pytest.mark.parametrize("argv, flag", [
@@ -44,7 +52,7 @@ def test_a_run_holding_the_results_lock_keeps_a_second_one_from_moving_anything(
     monkeypatch.setattr(housekeeping, "_held", [])
     results = tmp_path / "results"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from nqf import housekeeping as h; "
+        "import sys, time; from nqf.pipeline import housekeeping as h; "
         f"assert h.take_results_lock({str(results)!r}) is None; print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:

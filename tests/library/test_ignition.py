@@ -1,4 +1,4 @@
-"""nqf.ignition.level_crossing: the first time a decreasing curve falls to a level, with ln f
+"""nqf.theory.ignition.level_crossing: the first time a decreasing curve falls to a level, with ln f
 interpolated linearly in t between recorded points (the loss-drop rows of the featurewise and
 samplewise kinds are built on it).
 
@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from nqf.ignition import level_crossing
+from nqf.theory.ignition import level_crossing
 
 U = np.finfo(float).eps / 2  # unit roundoff of float64, 2^-53
 

@@ -27,8 +27,8 @@ def _modules_after(code: str) -> set[str]:
 
 def test_light_jobs_import_no_torch():
     loaded = _modules_after(f"""
-        import nqf, nqf.experiments, nqf.experiments.common, nqf.experiments.divergence, nqf.experiments.jobs
-        import nqf.experiments.reproduction, nqf.netcdf
+        import nqf, nqf.experiments, nqf.experiments.common, nqf.experiments.divergence, nqf.pipeline.jobs
+        import nqf.pipeline.reproduction, nqf.io.netcdf
         from nqf.experiments import KINDS, figure_of, kind_of
         for kind in {TORCH_FREE_KINDS!r}:
             assert KINDS[kind].KIND == kind_of({{"kind": kind}}).KIND == kind
@@ -57,7 +57,7 @@ def test_package_names_resolve_lazily():
     assert set(nqf.__all__) <= set(dir(nqf))
     for name in nqf.__all__:
         assert getattr(nqf, name) is not None
-    importlib.import_module("nqf.mflow")  # importing the submodule leaves the function its name
-    importlib.import_module("nqf.staircase")
+    importlib.import_module("nqf.theory.mflow")  # importing the submodule leaves the function its name
+    importlib.import_module("nqf.theory.staircase")
     assert callable(nqf.mflow) and callable(nqf.staircase)
-    assert nqf.train.__module__ == "nqf.training"
+    assert nqf.train.__module__ == "nqf.training.loop"

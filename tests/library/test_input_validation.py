@@ -15,32 +15,32 @@ import xarray as xr
 import nqf
 from nqf import _checks
 from nqf import architectures as arch
-from nqf.closed_forms import corollary4, corollary4_init, corollary4_modes, theorem4, theorem5, theorem7, \
+from nqf.theory.closed_forms import corollary4, corollary4_init, corollary4_modes, theorem4, theorem5, theorem7, \
     theorem7_modes, theorem16
-from nqf.datasets import load_digit_task
-from nqf.effective import effective_matrix, singular_values, teacher_weights
-from nqf.experiments.local import run_experiment
-from nqf.fourier_modes import fourier_features, predicted_windows
-from nqf.losses import flow_lr, loss_factor
-from nqf.mode_designs import design
-from nqf.mode_designs import initial_weights as design_weights
-from nqf.mode_theory import ordered_seed_scatter, slope_fit, std_relative_error
-from nqf.orthogonal import random_orthogonal
-from nqf.runs import by_record, open_runs, with_run_coordinates
-from nqf.spectra import deviation
-from nqf.forms import DenseForm, DiagonalForm
-from nqf.ignition import ignition_times, mode_ignition_times, predicted_ignition_times, predicted_seed_scatter
-from nqf.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
-from nqf.mflow import SecondMoment, mflow
-from nqf.netcdf import config_of, open_result, restore_labels, write_dataset, write_text
-from nqf.quadratic import QuadraticModel
-from nqf.recursions import discrete_flow
-from nqf.scaling import count_drops, fit_power_law, power_law_test, predict_exponent, theory_window, window_sensitivity
-from nqf.solutions import predict
-from nqf.stability import hessian_at_minimum, max_stable_lr
-from nqf.staircase import staircase, staircase_from_init
-from nqf.taylor import ZGZWarning, expansion, structure_matrix
-from nqf.training import log_step_grid, train
+from nqf.data.datasets import load_digit_task
+from nqf.architectures.effective import effective_matrix, singular_values, teacher_weights
+from nqf.pipeline.local import run_experiment
+from nqf.theory.fourier_modes import fourier_features, predicted_windows
+from nqf.theory.losses import flow_lr, loss_factor
+from nqf.architectures.mode_designs import design
+from nqf.architectures.mode_designs import initial_weights as design_weights
+from nqf.theory.mode_theory import ordered_seed_scatter, slope_fit, std_relative_error
+from nqf.data.orthogonal import random_orthogonal
+from nqf.io.runs import by_record, open_runs, with_run_coordinates
+from nqf.theory.spectra import deviation
+from nqf.theory.forms import DenseForm, DiagonalForm
+from nqf.theory.ignition import ignition_times, mode_ignition_times, predicted_ignition_times, predicted_seed_scatter
+from nqf.theory.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
+from nqf.theory.mflow import SecondMoment, mflow
+from nqf.io.netcdf import config_of, open_result, restore_labels, write_dataset, write_text
+from nqf.training.quadratic import QuadraticModel
+from nqf.theory.recursions import discrete_flow
+from nqf.theory.scaling import count_drops, fit_power_law, power_law_test, predict_exponent, theory_window, window_sensitivity
+from nqf.theory.solutions import predict
+from nqf.theory.stability import hessian_at_minimum, max_stable_lr
+from nqf.theory.staircase import staircase, staircase_from_init
+from nqf.theory.taylor import ZGZWarning, expansion, structure_matrix
+from nqf.training.loop import log_step_grid, train
 
 NAN = float("nan")
 R2 = np.array([1.0, 0.5])
@@ -540,7 +540,7 @@ def test_valid_calls_the_audit_found_refused_or_misread_now_work():
 
 def test_open_runs_names_a_run_file_that_is_not_netcdf(tmp_path):
     """A broken file among the runs is named (ResultFileError, with its rule), not a raw netCDF4/xarray error."""
-    from nqf.netcdf import ResultFileError
+    from nqf.io.netcdf import ResultFileError
 
     folder = tmp_path / "runs" / "exp"
     write_dataset(xr.Dataset({"loss": ("step", np.ones(3))}, coords={"step": [0, 1, 2]}, attrs={"run": "a"}),

@@ -1,5 +1,5 @@
-"""nqf.job_failures: the end of a failed run says, per failed job, what stopped it (issue 16)."""
-from nqf import job_failures as jf
+"""nqf.pipeline.job_failures: the end of a failed run says, per failed job, what stopped it (issue 16)."""
+from nqf.pipeline import job_failures as jf
 
 BLOCKS = """Building DAG of jobs...
 [Sun Dec  6 03:04:17 2026]

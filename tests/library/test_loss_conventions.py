@@ -1,4 +1,4 @@
-"""Loss conventions (nqf.losses): the convention changes the clock and nothing else.
+"""Loss conventions (nqf.theory.losses): the convention changes the clock and nothing else.
 
 GD with step eta on c L_Eq26 is GD with step c eta on L_Eq26, exactly (the gradient is linear in
 the loss), so every convention at lr eta / c gives the same iterates: equal to rounding (rtol
@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import nqf
-from nqf.approximation import ModuleReplicas
+from nqf.training.approximation import ModuleReplicas
 from nqf.architectures import ARCHITECTURES
-from nqf.lotka_volterra import logistic_solution
-from nqf.losses import LOSS_CONVENTIONS, describe, flow_lr, loss_factor
+from nqf.theory.lotka_volterra import logistic_solution
+from nqf.theory.losses import LOSS_CONVENTIONS, describe, flow_lr, loss_factor
 
 
 def test_factors():
@@ -94,7 +94,7 @@ def test_theorem6_predicts_every_reading():
 
 # ---- vector outputs: one convention through every entry point ------------------------------
 # Targets Y (n, n_out) in the form's sample-major order; L = (1/n) sum over samples and outputs
-# (nqf.losses). Before the fix predict / mflow / SecondMoment normalised by n * n_out while
+# (nqf.theory.losses). Before the fix predict / mflow / SecondMoment normalised by n * n_out while
 # train used n: their trajectories ran n_out times slower (max relative error of M 0.59).
 
 def _saxe_problem(n=12, n_in=3, n_out=2, seed=0):
@@ -116,8 +116,8 @@ def test_vector_targets_same_loss_everywhere():
     """At the same M, every loss of the library is (1/n) sum over samples and outputs: train's
     recorded loss, QuadraticModel.loss_and_grad, training.mse_per_replica, SecondMoment.loss and
     LotkaVolterra.loss (to rounding, 1e-12); the exact GD recursion reproduces train (1e-10)."""
-    from nqf.mflow import SecondMoment
-    from nqf.training import mse_per_replica
+    from nqf.theory.mflow import SecondMoment
+    from nqf.training.loop import mse_per_replica
 
     net, form, Y = _saxe_problem()
     W0 = 0.3 * torch.randn(2, net.p, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
@@ -145,7 +145,7 @@ def test_vector_targets_train_predict_mflow_agree_to_the_gd_budget():
     relative error of M(t) over the run is first order in lr: halving lr must halve it (ratio in
     [1.8, 2.2]) and at lr = 0.01 it must stay below 0.05. predict and mflow agree with each
     other to the integrator's 1e-6. The old clock mismatch gives 0.59 at every lr."""
-    from nqf.closed_forms import corollary4_init, corollary4_modes
+    from nqf.theory.closed_forms import corollary4_init, corollary4_modes
 
     net, form, Y = _saxe_problem()
     t_end = 6.0

@@ -7,7 +7,7 @@ import torch
 
 import nqf
 from nqf.experiments.common import min_loss
-from nqf.training import log_step_grid
+from nqf.training.loop import log_step_grid
 
 
 def commuting_dense(m=6, p=4, seed=0):
@@ -141,7 +141,7 @@ def test_min_loss_is_the_nonnegative_least_squares_value():
 def test_structure_file_stores_the_second_moment_operator():
     """K(X) = (4/m) sum <A_mu, X> A_mu, rebuilt from the stored compact form, equals the definition."""
     from nqf.experiments.common import structure_dataset
-    from nqf.mflow import svec, unsvec
+    from nqf.theory.mflow import svec, unsvec
     P, lam, A = commuting_dense(m=3, p=4)  # m = 3 < s/2 = 5: stored as a factor
     y = np.array([1.0, -0.5, 2.0])
     ds, _ = structure_dataset(nqf.DenseForm(torch.as_tensor(A)), y)

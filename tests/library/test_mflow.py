@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import nqf
-from nqf.mflow import SecondMoment, mflow, svec, unsvec
-from nqf.recursions import sgd_moments
+from nqf.theory.mflow import SecondMoment, mflow, svec, unsvec
+from nqf.theory.recursions import sgd_moments
 
 
 def random_data(m, p, seed=0, scale=0.25):

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from nqf.netcdf import ResultFileError, config_of, open_result, write_dataset
+from nqf.io.netcdf import ResultFileError, config_of, open_result, write_dataset
 
 
 def sample():
@@ -78,7 +78,7 @@ def test_written_files_honour_the_umask(tmp_path, umask, mode):
     in the group can read a shared results folder."""
     import matplotlib.pyplot as plt
 
-    from nqf.netcdf import current_umask, write_text
+    from nqf.io.netcdf import current_umask, write_text
     from nqf.plotting import save
 
     old = os.umask(umask)

@@ -1,11 +1,15 @@
-"""nqf.plot_layout, run by nqf.plotting.save: legends placed off the data, readable log ticks,
+"""nqf.plotting.layout, run by nqf.plotting.save: legends placed off the data, readable log ticks,
 and a PDF's further pages."""
 import re
 
 import numpy as np
 import pytest
 
-from nqf import plot_layout, plotting
+from nqf import plotting
+
+
+
+from nqf.plotting import layout as plot_layout
 
 
 def _axes():

@@ -5,10 +5,10 @@ import re
 import numpy as np
 import torch
 
-from nqf.approximation import train_online_side_by_side
-from nqf.deep import DeepMLP, train_deep_trio
+from nqf.training.approximation import train_online_side_by_side
+from nqf.architectures.deep import DeepMLP, train_deep_trio
 from nqf.experiments import teacher_student as ts
-from nqf.training import progress_message, train
+from nqf.training.loop import progress_message, train
 
 LINE = re.compile(r"step (\d+)/(\d+) \((\d+)%\), ([\d.]+) s elapsed, ~([\d.]+) s left")
 

@@ -1,6 +1,6 @@
 """Result files that read fine but are wrong are named with their rule and set aside
-(nqf.experiments.validate, nqf.experiments.jobs.set_aside), non-NetCDF files and the temporary
-files of killed writes are swept before a run (nqf.results_check). On small Datasets: no stage runs."""
+(nqf.pipeline.validate, nqf.pipeline.jobs.set_aside), non-NetCDF files and the temporary
+files of killed writes are swept before a run (nqf.pipeline.results_check). On small Datasets: no stage runs."""
 import os
 import time
 
@@ -9,10 +9,10 @@ import pytest
 import xarray as xr
 
 from helpers import kind_config
-from nqf.experiments.jobs import set_aside
-from nqf.experiments.validate import check_derived, expected_config, open_stage, problems, with_data_config
-from nqf.netcdf import HOST, ResultFileError, write_dataset
-from nqf import results_check
+from nqf.pipeline.jobs import set_aside
+from nqf.pipeline.validate import check_derived, expected_config, open_stage, problems, with_data_config
+from nqf.io.netcdf import HOST, ResultFileError, write_dataset
+from nqf.pipeline import results_check
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_theory_with_fewer_modes_than_its_structure(tmp_path):
 def test_fit_claim_passed_without_a_measurement(exp):
     from nqf.experiments.common import Claim, claims_dataset
 
-    from nqf.experiments.validate import FIT_VARIABLES
+    from nqf.pipeline.validate import FIT_VARIABLES
 
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "fit"))
@@ -282,7 +282,7 @@ def test_variables_along_renamed_dimensions(exp):
 
 def test_fit_file_lacking_a_variable_its_kind_writes():
     from nqf.experiments.common import Claim, claims_dataset
-    from nqf.experiments.validate import FIT_VARIABLES
+    from nqf.pipeline.validate import FIT_VARIABLES
 
     comp = kind_config("competition")
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
@@ -307,7 +307,7 @@ def test_a_full_disk_is_one_sentence_and_leaves_no_temporary(tmp_path):
 
     code = textwrap.dedent(f"""
         import resource, signal, numpy as np, xarray as xr
-        from nqf.netcdf import ResultWriteError, write_dataset, write_text
+        from nqf.io.netcdf import ResultWriteError, write_dataset, write_text
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
         for write in (lambda: write_dataset(xr.Dataset({{"x": ("i", np.random.default_rng(0).normal(size=9000))}}),
@@ -333,7 +333,7 @@ def test_data_variables_may_carry_leading_axes():
     sample, param) are what its data stage writes, not a fault."""
     import xarray as xr
 
-    from nqf.experiments.validate import dimension_problems
+    from nqf.pipeline.validate import dimension_problems
 
     ds = xr.Dataset({"y": (("theta", "sample"), np.zeros((3, 4))),
                      "A_diag": (("theta", "sample", "param"), np.zeros((3, 4, 2)))})
@@ -359,7 +359,7 @@ def test_a_fit_file_whose_claim_columns_were_edited_is_refused():
     """Issue 30: a fit file with claim_measured doubled (rel_error and passed untouched) passed
     verify and the summary printed measured 13.86 against predicted 6.91 with passed True."""
     from nqf.experiments.common import Claim, claims_dataset
-    from nqf.experiments.validate import claim_consistency_problems
+    from nqf.pipeline.validate import claim_consistency_problems
 
     ds = claims_dataset([Claim("t*_1", 6.91, 6.93, 0.05), Claim("gap", 0.0, 0.01, 0.05, relative=False),
                          Claim("bound", 1.0, 0.5, 0.0, comparison="at_most")])
@@ -381,7 +381,7 @@ def test_a_summary_row_is_checked_against_its_fit_file(tmp_path):
     import io
 
     from nqf.experiments.common import SUMMARY_COLUMNS, Claim, claims_dataset, summary_rows
-    from nqf.experiments.verify import table_problem
+    from nqf.pipeline.verify import table_problem
 
     results = tmp_path / "results"
     fit = claims_dataset([Claim("t*_1", 6.91, 6.93, 0.05), Claim("t*_2", 20.0, 21.0, 0.1)])

@@ -1,9 +1,9 @@
-"""nqf.results_record: a results file whose bytes change while its mtime stays is found and moved
+"""nqf.pipeline.results_record: a results file whose bytes change while its mtime stays is found and moved
 aside; one whose mtime changed, or that did not change, is left alone."""
 import os
 from pathlib import Path
 
-from nqf import results_record as rr
+from nqf.pipeline import results_record as rr
 
 
 def tree(tmp_path: Path) -> tuple[Path, Path]:

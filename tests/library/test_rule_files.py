@@ -41,7 +41,7 @@ def test_rule_files_are_snakefmt_clean():
 def test_a_crash_in_a_job_leaves_its_traceback_in_the_rule_log(tmp_path):
     """A bug (not a user error) keeps its traceback on stderr and writes it to the job's log, which
     is what a cluster user reads first."""
-    from nqf.experiments.jobs import job
+    from nqf.pipeline.jobs import job
 
     log_path = tmp_path / "rule.log"
     with pytest.raises(ZeroDivisionError):
@@ -53,8 +53,8 @@ def test_a_crash_in_a_job_leaves_its_traceback_in_the_rule_log(tmp_path):
 
 
 def test_a_user_error_in_a_job_is_one_sentence_in_the_log(tmp_path):
-    from nqf.config import ConfigError
-    from nqf.experiments.jobs import job
+    from nqf.pipeline.config import ConfigError
+    from nqf.pipeline.jobs import job
 
     log_path = tmp_path / "rule.log"
     with pytest.raises(SystemExit):

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.closed_forms import corollary4, theorem5, theorem7_modes, theorem16
-from nqf.ignition import predicted_ignition_times, predicted_seed_scatter
-from nqf.lotka_volterra import glv, logistic_solution
-from nqf.stability import max_stable_lr
-from nqf.staircase import staircase, staircase_from_init
+from nqf.theory.closed_forms import corollary4, theorem5, theorem7_modes, theorem16
+from nqf.theory.ignition import predicted_ignition_times, predicted_seed_scatter
+from nqf.theory.lotka_volterra import glv, logistic_solution
+from nqf.theory.stability import max_stable_lr
+from nqf.theory.staircase import staircase, staircase_from_init
 
 from helpers import ROOT
 
@@ -90,8 +90,8 @@ def test_nqfs_config_reader_builds_only_plain_values(tmp_path):
     """The strict reader is PyYAML's safe loader (SafeConstructor: no tag builds a Python object)."""
     import yaml
 
-    from nqf.config import ConfigError
-    from nqf.config_files import _StrictLoader, read_config_file
+    from nqf.pipeline.config import ConfigError
+    from nqf.pipeline.config_files import _StrictLoader, read_config_file
 
     assert issubclass(_StrictLoader, yaml.constructor.SafeConstructor)
     assert not issubclass(_StrictLoader, (yaml.constructor.FullConstructor, yaml.constructor.UnsafeConstructor))
@@ -107,8 +107,8 @@ def test_snakemake_runs_a_yte_config_before_nqf_can_refuse_it(tmp_path):
     a YTE template's Python; nqf's reader then refuses the file, too late to stop it."""
     from snakemake.common.configfile import load_configfile
 
-    from nqf.config import ConfigError
-    from nqf.config_files import read_config_file
+    from nqf.pipeline.config import ConfigError
+    from nqf.pipeline.config_files import read_config_file
 
     marker = tmp_path / "ran"
     path = tmp_path / "template.yaml"

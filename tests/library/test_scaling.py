@@ -1,4 +1,4 @@
-"""nqf.scaling: predicted exponents (Theorems 9, 11; App. C Eq. 292), power-law fits with
+"""nqf.theory.scaling: predicted exponents (Theorems 9, 11; App. C Eq. 292), power-law fits with
 bootstrap confidence intervals, the not-a-power-law test, and counting distinct drops."""
 import math
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from nqf.ignition import predicted_ignition_times
-from nqf.lotka_volterra import logistic_solution
-from nqf.scaling import (count_drops, count_resolved, excess_tail, fit_power_law, power_law_test,
+from nqf.theory.ignition import predicted_ignition_times
+from nqf.theory.lotka_volterra import logistic_solution
+from nqf.theory.scaling import (count_drops, count_resolved, excess_tail, fit_power_law, power_law_test,
                          predict_exponent, theory_window, window_sensitivity)
 
 

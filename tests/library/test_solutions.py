@@ -13,12 +13,12 @@ import torch
 from scipy.special import polygamma
 
 import nqf
-from nqf.closed_forms import (ScalarFlow, corollary4, corollary4_init, corollary4_modes, theorem4,
+from nqf.theory.closed_forms import (ScalarFlow, corollary4, corollary4_init, corollary4_modes, theorem4,
                               theorem5, theorem5_ignition_times, theorem7, theorem7_modes)
-from nqf.mflow import SecondMoment, mflow, unsvec
-from nqf.lotka_volterra import glv
-from nqf.ignition import mode_ignition_times
-from nqf.solutions import predict
+from nqf.theory.mflow import SecondMoment, mflow, unsvec
+from nqf.theory.lotka_volterra import glv
+from nqf.theory.ignition import mode_ignition_times
+from nqf.theory.solutions import predict
 
 
 def figure4_data():

@@ -14,8 +14,8 @@ import pytest
 from scipy.optimize import nnls
 
 import nqf
-from nqf.lotka_volterra import glv
-from nqf.staircase import staircase_from_init
+from nqf.theory.lotka_volterra import glv
+from nqf.theory.staircase import staircase_from_init
 
 
 def suppression_example():

@@ -13,7 +13,7 @@ import torch
 
 import nqf
 from nqf.architectures import TwoLayerMLP
-from nqf.taylor import NotSmoothError, ZGZWarning, check_smooth
+from nqf.theory.taylor import NotSmoothError, ZGZWarning, check_smooth
 
 F64 = torch.float64
 
@@ -135,11 +135,11 @@ def test_second_order_model_error_has_the_predicted_order(act, even, order):
 
 def test_z2_detection_even_odd_and_neither():
     x = torch.randn(4, generator=rng(8), dtype=F64)
-    even, odd = nqf.taylor.z2_symmetry(lambda w, xx: torch.cos(w @ xx)[None], x, 4)
+    even, odd = nqf.theory.taylor.z2_symmetry(lambda w, xx: torch.cos(w @ xx)[None], x, 4)
     assert even and not odd
-    even, odd = nqf.taylor.z2_symmetry(lambda w, xx: torch.sin(w @ xx)[None] + 2.0, x, 4)
+    even, odd = nqf.theory.taylor.z2_symmetry(lambda w, xx: torch.sin(w @ xx)[None] + 2.0, x, 4)
     assert odd and not even
-    even, odd = nqf.taylor.z2_symmetry(lambda w, xx: torch.exp(w @ xx)[None], x, 4)
+    even, odd = nqf.theory.taylor.z2_symmetry(lambda w, xx: torch.exp(w @ xx)[None], x, 4)
     assert not even and not odd
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import nqf
-from nqf.training import log_step_grid, mse_per_replica
+from nqf.training.loop import log_step_grid, mse_per_replica
 
 
 def random_dense_form(m=9, p=4, seed=0):
@@ -85,7 +85,7 @@ def test_lr_scale_is_a_learning_rate_per_replica(optimizer):
     the analytic-gradient NQF and for an autograd module; Adam is refused (its step is not linear
     in the gradient)."""
     import nqf
-    from nqf.approximation import ModuleReplicas
+    from nqf.training.approximation import ModuleReplicas
     from nqf.architectures import ARCHITECTURES
 
     module = ARCHITECTURES["mlp"].build(D=5, width=4, n_outputs=2)
@@ -141,7 +141,7 @@ def test_gd_above_the_stability_bound_warns_that_it_did_not_settle():
 
 
 def test_gd_between_two_over_r1_and_the_end_point_bound_converges_without_a_warning():
-    """Non-diagonal C: the end point's curvature (nqf.stability) is below r_1, GD at lr above 2 / r_1
+    """Non-diagonal C: the end point's curvature (nqf.theory.stability) is below r_1, GD at lr above 2 / r_1
     but below 2 / lambda_max(H) converges to rounding, and no warning says otherwise."""
     rng = np.random.default_rng(0)
     lam = rng.uniform(0.2, 1.5, size=(6, 3))

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from nqf import job_failures, write_failures
-from nqf.netcdf import ResultWriteError, write_dataset, write_text
+from nqf.pipeline import job_failures
+
+from nqf.io import write_failures
+from nqf.io.netcdf import ResultWriteError, write_dataset, write_text
 
 FULL = "No space left on device"
 
@@ -122,7 +124,7 @@ def test_each_cause_gets_its_sentence(tmp_path, monkeypatch):
 
 
 def test_a_job_says_the_disk_is_full_whatever_write_filled_it(tmp_path, capsys, root_logging):
-    from nqf.experiments.jobs import job
+    from nqf.pipeline.jobs import job
 
     log = tmp_path / "job.log"
     with pytest.raises(SystemExit) as stopped:
@@ -139,7 +141,7 @@ def test_a_job_says_the_disk_is_full_whatever_write_filled_it(tmp_path, capsys, 
 
 
 def test_a_log_the_disk_cannot_take_is_said_once_in_nqfs_words(tmp_path, capsys, monkeypatch, root_logging):
-    from nqf.experiments import jobs
+    from nqf.pipeline import jobs
 
     log = tmp_path / "logs" / "job.log"
     monkeypatch.setattr(jobs, "log_to_file", lambda path: _full(path))
@@ -189,7 +191,7 @@ def test_the_results_lock_holds_on_a_full_disk(tmp_path, monkeypatch):
     """nqf's lock on results/ is taken when Snakemake parses the Snakefile: writing who holds it
     into the lock file failed with a bare OSError there ('OSError in file housekeeping.smk'),
     before any job could say the disk is full. The lock holds without that line."""
-    from nqf import housekeeping
+    from nqf.pipeline import housekeeping
 
     real_open = open
 
@@ -226,7 +228,7 @@ def test_a_real_full_disk(tmp_path):
     disk.mkdir()
     code = textwrap.dedent(f"""
         import os, sys
-        from nqf.netcdf import ResultWriteError, write_text
+        from nqf.io.netcdf import ResultWriteError, write_text
         fd = os.open({str(disk / 'filler')!r}, os.O_WRONLY | os.O_CREAT)
         try:
             while True:
@@ -237,7 +239,7 @@ def test_a_real_full_disk(tmp_path):
             write_text({str(disk / 'results' / 'summary.csv')!r}, "x" * 100000)
         except ResultWriteError as exc:
             print("REFUSED", exc)
-        from nqf.experiments.jobs import job
+        from nqf.pipeline.jobs import job
         with job({str(disk / 'results.log')!r}, "summary"):
             write_text({str(disk / 'results' / 'summary.csv')!r}, "x" * 100000)
     """)

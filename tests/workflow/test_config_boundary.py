@@ -50,7 +50,7 @@ def test_nested_numeric_overrides_reach_the_jobs(tmp_path):
     """``--config 'experiments={featurewise: {eps: 0.002}}'``: Snakemake hands nqf the nested
     0.002 as a string; nqf types it as Snakemake types a top-level value, merges it into the
     configfile's experiment key by key, and the job is run for eps = 0.002 (its file says so)."""
-    from nqf.netcdf import config_of, open_result
+    from nqf.io.netcdf import config_of, open_result
 
     # --config takes every word after it: the target goes first
     snakemake(tmp_path, "results/theory/featurewise.nc", "--configfile", str(ROOT / "config" / "test.yaml"),

@@ -36,7 +36,7 @@ def test_unusable_input_is_named_and_regenerated(tmp_path, damage):
     text = broken.stdout + broken.stderr
     if damage == "truncated":
         # shorter than its HDF5 superblock says: moved aside before planning, and this very call
-        # regenerates it (nqf.results_check.scan)
+        # regenerates it (nqf.pipeline.results_check.scan)
         assert broken.returncode == 0, text[-3000:]
         assert f"nqf: {Path('results') / 'data' / 'featurewise.nc'} is truncated" in text and "moved aside" in text
         assert data.with_name(data.name + ".unusable").exists()
@@ -45,7 +45,7 @@ def test_unusable_input_is_named_and_regenerated(tmp_path, damage):
         return
     # new to nqf's record of the results (written behind the workflow): checked by its reader's
     # checks before planning, named with the rule that makes it, moved aside, and regenerated in
-    # this very call (nqf.results_record, workflow/rules/housekeeping.smk)
+    # this very call (nqf.pipeline.results_record, workflow/rules/housekeeping.smk)
     assert broken.returncode == 0, text[-3000:]
     assert "nqf: The " in text and "featurewise.nc" in text and "rule 'data'" in text
     assert "moved aside" in text and "Traceback" not in text
@@ -104,7 +104,7 @@ def test_wrong_files_and_leftovers_are_swept_and_regenerated(tmp_path):
 
     import numpy as np
 
-    from nqf.netcdf import HOST, config_of, write_dataset
+    from nqf.io.netcdf import HOST, config_of, write_dataset
 
     cfg = small_config(tmp_path, ids=("featurewise",))
     work = tmp_path / "run"
@@ -146,7 +146,7 @@ def test_files_changed_behind_their_mtime_are_regenerated_in_the_same_call(tmp_p
     theory file whose loss became NaN (theory files may hold NaN by design, so only the record of
     what nqf wrote can tell), a run file copied over with its old mtime that holds NaN, and a
     summary whose verdict was flipped. The next call moves all three aside before planning and
-    regenerates them, bit for bit (nqf.results_record; issue 16)."""
+    regenerates them, bit for bit (nqf.pipeline.results_record; issue 16)."""
     import os
     import shutil
 

@@ -310,7 +310,7 @@ def test_every_netcdf_file_passes_the_cf_checker(finished, tmp_path):
 
 def test_every_variable_says_what_it_is(finished):
     """long_name on every variable and coordinate; units on every numeric one but flags (CF 3.1)."""
-    from nqf.netcdf import open_result
+    from nqf.io.netcdf import open_result
 
     for path in sorted((finished[0] / "results").rglob("*.nc")):
         with xr.open_dataset(path) as ds:
@@ -322,7 +322,7 @@ def test_every_variable_says_what_it_is(finished):
 
 
 def test_provenance_names_the_command_and_the_workflow_commit(finished):
-    from nqf.netcdf import git_commit
+    from nqf.io.netcdf import git_commit
 
     with xr.open_dataset(finished[0] / "results" / "runs" / "featurewise" / "gd.nc") as ds:
         assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: snakemake .*--configfile .*test\.yaml", ds.attrs["history"])
@@ -336,8 +336,8 @@ def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):
     xr.open_mfdataset recipe gives the same."""
     import warnings
 
-    from nqf.experiments.validate import NONFINITE
-    from nqf.runs import CONCAT, by_record, open_runs
+    from nqf.pipeline.validate import NONFINITE
+    from nqf.io.runs import CONCAT, by_record, open_runs
 
     res = finished[0] / "results"
     cfg = read_test_config()["experiments"]

@@ -2,7 +2,7 @@
 # parsed, so a bad config stops snakemake before any job starts.
 #
 # Snakemake has already read every --configfile into `config` (keeping the last of two equal keys,
-# evaluating a YTE template): nqf reads those files again itself, strictly (nqf.config_files), with
+# evaluating a YTE template): nqf reads those files again itself, strictly (nqf.pipeline.config_files), with
 # the --config overrides on top, and uses only that reading. A config file is code to Snakemake
 # (README, "Security"): run only configs you trust.
 import os
@@ -13,15 +13,15 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from nqf import experiments as nqf_experiments
-from nqf import provenance as nqf_provenance
-from nqf.experiments import reproduction as nqf_reproduction
-from nqf.experiments import report_html as nqf_report_html
-from nqf.config import ConfigError, load_workflow_config, validate_config
-from nqf.experiments.machine import cluster_executor
+from nqf.io import provenance as nqf_provenance
+from nqf.pipeline import reproduction as nqf_reproduction
+from nqf.pipeline import report_html as nqf_report_html
+from nqf.pipeline.config import ConfigError, load_workflow_config, validate_config
+from nqf.pipeline.machine import cluster_executor
 
 DEFAULT_CONFIG = Path(workflow.basedir) / "config" / "config.yaml"
 
-# Provenance of every file a job writes (nqf.provenance): the command of this snakemake
+# Provenance of every file a job writes (nqf.io.provenance): the command of this snakemake
 # call and the commit of this workflow's checkout. Set once, by the first parse: jobs inherit
 # the environment (a cluster job re-parses on its node and keeps the submitting call's values).
 os.environ.setdefault(nqf_provenance.COMMAND_VARIABLE, shlex.join(["snakemake", *sys.argv[1:]]))
@@ -75,7 +75,7 @@ def stage_params(stage):
 def report_params(value):
     """A param of a rule whose outputs are in Snakemake's report, which writes params unescaped
     into a <script> element: the same value with a repr free of '<'
-    (nqf.experiments.report_html.report_param), as a function (Snakemake rebuilds a plain list
+    (nqf.pipeline.report_html.report_param), as a function (Snakemake rebuilds a plain list
     param, and would lose that repr). ``value`` is the value or a function of the wildcards."""
     if callable(value):
         return lambda wildcards: nqf_report_html.report_param(value(wildcards))

@@ -1,4 +1,4 @@
-# Housekeeping before Snakemake plans the run (nqf.housekeeping.before_planning): a results/*.nc
+# Housekeeping before Snakemake plans the run (nqf.pipeline.housekeeping.before_planning): a results/*.nc
 # that is not a NetCDF file at all, a figure, table or report cut short or not of its kind, a
 # results file whose bytes changed while its mtime stayed the one nqf recorded, a NetCDF file new
 # to that record (by content: a copy made with its times is not new) that fails its readers'
@@ -13,14 +13,14 @@
 # Snakemake does not remake a missing intermediate file whose products are present and newer
 # than their other inputs, so each file moved aside is handed to Snakemake as forced (as with
 # --forcerun FILE): this call remakes it, whichever target was asked for, and then everything
-# made from it (nqf.results_record.force_regeneration).
+# made from it (nqf.pipeline.results_record.force_regeneration).
 import sys
 
-from nqf import housekeeping as _housekeeping
-from nqf import job_failures as _job_failures
-from nqf import results_check as _results_check
-from nqf import results_record as _results_record
-from nqf.experiments import verify as _verify
+from nqf.pipeline import housekeeping as _housekeeping
+from nqf.pipeline import job_failures as _job_failures
+from nqf.pipeline import results_check as _results_check
+from nqf.pipeline import results_record as _results_record
+from nqf.pipeline import verify as _verify
 
 if workflow.is_main_process:
     for _message in _housekeeping.before_planning(workflow, EXPERIMENTS, sys.argv):

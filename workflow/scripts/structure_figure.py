@@ -1,6 +1,6 @@
 """Rule structure_figure: A(x) of every architecture side by side."""
 from nqf.architectures import plot_structure_matrices
-from nqf.experiments.jobs import job
+from nqf.pipeline.jobs import job
 
 style = snakemake.params.style  # noqa: F821
 with job(snakemake.log[0], "structure_figure"):  # noqa: F821

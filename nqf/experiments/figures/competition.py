@@ -8,7 +8,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.competition import run_id
-from nqf.staircase import staircase
+from nqf.theory.staircase import staircase
 
 
 def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,

@@ -21,7 +21,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     lines: the paper's step 100 (grey), the sustained loss parting (red), the band separation
     (blue dash-dot), the NQF's predicted ignition (black dotted)."""
     from nqf import plotting
-    from nqf.losses import FORMULAS
+    from nqf.theory.losses import FORMULAS
 
     archs = list(cfg["architectures"])
     n_agree = int(fit_ds.attrs.get("min_agree_steps", 100))

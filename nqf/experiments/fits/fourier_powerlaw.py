@@ -5,12 +5,12 @@ nqf.experiments.fourier_powerlaw.fit calls :func:`fit`; this module imports no k
 
 What the fit finds at the default settings (nqf.experiments.fourier_powerlaw explains them):
 
-The window itself (nqf.scaling) is bounded by the finite number of modes, not by the horizon, for
+The window itself (nqf.theory.scaling) is bounded by the finite number of modes, not by the horizon, for
 theta = 0 and 0.5: it starts where consecutive drops merge (modes 6, 8, 11 for theta = 0, 0.5, 1)
 and ends where the missing tail beyond k = P exceeds ``window_cutoff`` of the excess loss (mode 19
 at 10 %). That is 0.6-0.7 decades in t at P = 64, and inside it the cut-off tail steepens the curve:
 the exact NQF curve from the balanced mean init fits 1.47, 1.07, 0.85, i.e. 10 %, 7 %, 7 % above the
-asymptotic values and 4-6 % above the finite-eps corrected ones; nqf.scaling's ``staircase``
+asymptotic values and 4-6 % above the finite-eps corrected ones; nqf.theory.scaling's ``staircase``
 prediction, which keeps the finite size, is within 1 % of it. Gaussian draws scatter each t*_k by
 about 11 % (chi^2_1), so the seed-averaged exact curve moves by a few per cent with the seed set
 (seeds 0-5: 1.44, 1.03, 0.79). All three predictions are reported beside each fit. P = 104 is the
@@ -32,7 +32,7 @@ KIND = __name__.rpartition(".")[2]  # the kind whose fit stage this is (this mod
 
 
 def geo_mean(loss) -> np.ndarray:
-    """Geometric mean over seeds (axis -2), the curve nqf.scaling fits."""
+    """Geometric mean over seeds (axis -2), the curve nqf.theory.scaling fits."""
     with np.errstate(divide="ignore"):
         return np.exp(np.mean(np.log(np.asarray(loss, float)), axis=-2))
 
@@ -58,7 +58,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     raw MLP's power-law test, the Fourier MLP's departure from its NQF, and the claims."""
     from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, run_too_short, steps_to_reach
     from nqf.experiments.powerlaw import SHIFTS
-    from nqf.scaling import fit_power_law, power_law_test, window_sensitivity
+    from nqf.theory.scaling import fit_power_law, power_law_test, window_sensitivity
 
     tol = cfg["tolerances"]
     factor = float(tol["safety_factor"])
@@ -125,7 +125,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             "exponent_ci_low": (dims, out["ci_low"], {**unit, "long_name": "95% percentile-bootstrap interval over seeds, low"}),
             "exponent_ci_high": (dims, out["ci_high"], {**unit, "long_name": "95% percentile-bootstrap interval over seeds, high"}),
             "exponent_per_seed": (dims + ("seed",), per_seed, {**unit, "long_name": "fitted exponent of each seed"}),
-            "is_power_law": (dims, power_law, {"long_name": "nqf.scaling.power_law_test verdict"}),
+            "is_power_law": (dims, power_law, {"long_name": "nqf.theory.scaling.power_law_test verdict"}),
             "power_law_reason": (dims, reasons, {"long_name": "power_law_test verdict and its reasons"}),
             "residual_rms": (dims, out["residual_rms"], {**unit, "long_name": "residual rms / fitted drop"}),
             "slope_drift": (dims, out["slope_drift"], {**unit, "long_name": "change of the log-log slope across the window / b"}),
@@ -241,7 +241,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             claims.append(Claim(f"{base}: power_law_test verdict (1 = power law)", 1.0, float(power_law[i, j]), 0.0,
                                 relative=False, checks="paper" if name == "fourier_mlp" else "ours",
                                 source=PAPER_LEFT if name == "fourier_mlp" else "the NQF's loss is a power law over the window",
-                                tolerance_source="a verdict of nqf.scaling.power_law_test (slope drift <= 0.3 b, "
+                                tolerance_source="a verdict of nqf.theory.scaling.power_law_test (slope drift <= 0.3 b, "
                                                  "sub-window spread <= 0.5 b, residual rms <= 5 % of the drop)",
                                 note=str(reasons[i, j]) + f"; residual rms {out['residual_rms'][i, j]:.3f}, "
                                 f"drift {out['slope_drift'][i, j]:.2f}, sub-window spread {out['subwindow_spread'][i, j]:.2f}"))
@@ -266,7 +266,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         if np.isfinite(raw_ok[j]):
             claims.append(Claim(f"raw-input MLP, theta = {theta:g} window: power_law_test verdict (0 = not a power law)",
                                 0.0, raw_ok[j], 0.0, relative=False, checks="paper", source=PAPER_RAW,
-                                tolerance_source="a verdict of nqf.scaling.power_law_test",
+                                tolerance_source="a verdict of nqf.theory.scaling.power_law_test",
                                 note=f"{raw_reason[j]}; slope {raw_exp[j]:.3g}; raw MLP lr {ds.attrs['raw_lr']:g}"))
     uncovered = [f"{th:g}" for th, ok in zip(thetas, raw_ok) if not np.isfinite(ok)]
     claims.append(Claim("structure: max |r_k (grid) - 4 b_k s_k / sqrt P| / max r", 0.0, float(structure["r_residual"]),

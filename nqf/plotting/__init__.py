@@ -1,0 +1,84 @@
+"""Figure conventions: experiment solid or markers, theory dashed, log axes where the physics is
+exponential, legends that cover no data (nqf.plotting.layout), and atomic saving of PDF and PNG side by
+side."""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
+
+from nqf.plotting import layout as plot_layout  # noqa: E402
+from nqf.io.netcdf import failed_write, temporary_beside  # noqa: E402
+
+THEORY = {"linestyle": "--", "linewidth": 1.2}
+EXPERIMENT = {"linestyle": "-", "linewidth": 1.6}
+MARKERS = {"linestyle": "none", "marker": "o", "markersize": 3.2, "markerfacecolor": "none"}
+IGNITION = {"linestyle": (0, (4, 3)), "linewidth": 0.8, "alpha": 0.7}
+
+
+@contextlib.contextmanager
+def style(font_size: float = 9, dpi: int = 150):
+    """Matplotlib settings shared by every nqf figure."""
+    rc = {
+        "font.size": font_size, "axes.titlesize": font_size + 1, "axes.labelsize": font_size,
+        "legend.fontsize": font_size - 1, "xtick.labelsize": font_size - 1,
+        "ytick.labelsize": font_size - 1, "savefig.dpi": dpi, "figure.dpi": dpi,
+        "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False,
+        "pdf.fonttype": 42, "savefig.bbox": "tight",
+    }
+    with plt.rc_context(rc):
+        yield
+
+
+def mode_colors(n: int):
+    """n distinguishable colours (viridis without its pale end)."""
+    cmap = plt.get_cmap("viridis")
+    return [cmap(0.9 * i / max(n - 1, 1)) for i in range(n)]
+
+
+def legend(ax, *args, locations=plot_layout.LOCATIONS, **kwargs):
+    """``ax.legend(*args, **kwargs)`` placed at save time at the first of ``locations`` (inside
+    the axes) where it covers no data, else outside the axes to the right (nqf.plotting.layout)."""
+    handles, labels = args if args else ax.get_legend_handles_labels()
+    made = ax.legend(handles, labels, loc=locations[0], **kwargs)
+    setattr(made, plot_layout.AUTO, tuple(locations))
+    setattr(made, plot_layout.AUTO + "_args", (handles, labels, kwargs))
+    return made
+
+
+def finish(fig) -> None:
+    """What every figure gets before it is saved: readable log ticks, then its legends placed."""
+    plot_layout.tidy_log_ticks(fig)
+    plot_layout.place_legends(fig)
+
+
+def save(fig, paths, *, pdf_pages=()) -> None:
+    """:func:`finish` ``fig`` and save it to each path (format from the suffix) atomically, then
+    close it. ``pdf_pages``: further figures (finished the same way) that a PDF gets as its
+    following pages; a PNG holds ``fig`` alone."""
+    for page in (fig, *pdf_pages):
+        finish(page)
+    for path in map(Path, paths):
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = temporary_beside(path)  # named for the sweep of dead writers' leftovers, umask honoured
+            os.close(fd)
+            if path.suffix == ".pdf" and pdf_pages:
+                with PdfPages(tmp) as pdf:
+                    for page in (fig, *pdf_pages):
+                        pdf.savefig(page)
+            else:
+                fig.savefig(tmp, format=path.suffix.lstrip("."))
+            os.replace(tmp, path)
+        except BaseException as exc:
+            failed_write(path, tmp, exc)  # a full disk, a quota, no permission: one sentence
+            raise
+    for page in (fig, *pdf_pages):
+        plt.close(page)

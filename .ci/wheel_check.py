@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 
 import nqf
-from nqf.config import SCHEMA_PATH, load_yaml, validate_config
+from nqf.pipeline.config import SCHEMA_PATH, load_yaml, validate_config
 from nqf.experiments import check_config
-from nqf.experiments.local import run_experiment
-from nqf.runs import open_runs
+from nqf.pipeline.local import run_experiment
+from nqf.io.runs import open_runs
 
 checkout = Path(sys.argv[1]).resolve()
 here = Path(nqf.__file__).resolve()

@@ -649,7 +649,8 @@ def run_lib(case: Case, tmp: Path, configfiles: list[str]) -> tuple[int, str]:
     from snakemake.cli import parse_config
 
     from nqf import experiments
-    from nqf.pipeline.config import ConfigError, load_workflow_config, validate_config
+    from nqf.pipeline.config import load_workflow_config, validate_config
+    from nqf.errors import ConfigError
 
     start = time.monotonic()
     cwd = os.getcwd()

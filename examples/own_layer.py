@@ -31,10 +31,10 @@ import numpy as np
 import torch
 
 import nqf
-from nqf.theory.ignition import mode_ignition_times
 from nqf.architectures.mode_designs import whitened
-from nqf.theory.mode_theory import coupled_faster, effective_amplitudes, reduce_modes
+from nqf.theory.ignition import mode_ignition_times
 from nqf.theory.mflow import SecondMoment
+from nqf.theory.mode_theory import coupled_faster, effective_amplitudes, reduce_modes
 
 
 class SinLayer(torch.nn.Module):

@@ -39,9 +39,10 @@ _SOURCES = {
     **dict.fromkeys(("ignition_times", "predicted_ignition_times", "predicted_seed_scatter"), "nqf.theory.ignition"),
     **dict.fromkeys(("fit_power_law", "predict_exponent"), "nqf.theory.scaling"),
     "QuadraticModel": "nqf.training.quadratic",
-    **dict.fromkeys(("TrainingDiverged", "train"), "nqf.training.loop"),
+    "train": "nqf.training.loop",
+    "TrainingDiverged": "nqf.errors",
     "open_runs": "nqf.io.runs",
-    "NQFWarning": "nqf._checks",
+    "NQFWarning": "nqf.errors",
 }
 
 __all__ = [*_SOURCES, "architectures"]

@@ -33,7 +33,7 @@ def _overrides(entries: list[str]) -> dict:
     """``key=value`` pairs typed as Snakemake types them (its own parser)."""
     from snakemake.cli import parse_config
 
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
 
     try:
         return parse_config(entries)
@@ -46,8 +46,8 @@ def check_config_command(configfiles: list[str], overrides: list[str], default: 
                          jobs_run_here: bool = True) -> list[str]:
     """Lines describing the valid config (one per experiment); raises ConfigError otherwise."""
     from nqf import experiments
+    from nqf.experiments import machine
     from nqf.pipeline.config import load_workflow_config, validate_config
-    from nqf.pipeline import machine
 
     raw = load_workflow_config(configfiles, _overrides(overrides), default)
     cfg = validate_config(raw)
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--dry-run", action="store_true", help="report wrong files, move nothing")
     args = parser.parse_args(argv)
 
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
 
     if args.command == "verify":
         try:

@@ -380,11 +380,6 @@ def interaction_matrix(C, K: int, *, context: str = " (a Gram matrix (8/m) Lambd
     return C
 
 
-class NQFWarning(UserWarning):
-    """A result that nqf returns is usable but degraded (a precision floor, a run that did not
-    settle); the message names the cause and the fix."""
-
-
 # An environment variable that sets the memory a call may allocate, in GB (as for the workflow's jobs).
 MEMORY_ENV = "NQF_MAX_MEMORY_GB"
 

@@ -38,17 +38,7 @@ _SOURCES = {
 }
 
 
-def plot_structure_matrices(paths, x_seed: int = 0, names=None, font_size: float = 9, dpi: int = 150) -> None:
-    """Block pattern of A(x) for each architecture, side by side; see nqf.architectures.plot.
-
-    Imported lazily because it loads matplotlib.
-    """
-    from nqf.architectures.plot import plot_structure_matrices as plot
-
-    plot(paths, x_seed=x_seed, names=names, font_size=font_size, dpi=dpi)
-
-
-__all__ = sorted([*_SOURCES, "plot_structure_matrices"])
+__all__ = sorted(_SOURCES)
 
 
 __getattr__, __dir__ = _lazy_names(globals(), _SOURCES, __all__)

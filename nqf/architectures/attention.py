@@ -15,7 +15,14 @@ import math
 
 import torch
 
-from nqf.architectures.base import QUERY_CONTEXT, UnitModule, gaussian, generator, unvec, vec
+from nqf.architectures.base import (
+    QUERY_CONTEXT,
+    UnitModule,
+    gaussian,
+    generator,
+    unvec,
+    vec,
+)
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor

@@ -14,7 +14,13 @@ from typing import Any
 import torch
 from torch.func import vmap
 
-from nqf.architectures.base import MATRIX, QUERY_CONTEXT, UnitModule, gaussian, generator
+from nqf.architectures.base import (
+    MATRIX,
+    QUERY_CONTEXT,
+    UnitModule,
+    gaussian,
+    generator,
+)
 from nqf.architectures.query_key import context_covariance_readout
 from nqf.theory.factored import BlockBilinearForm, LowRankSymmetricForm
 from nqf.theory.forms import DiagonalForm, StructureForm

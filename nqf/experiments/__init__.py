@@ -217,13 +217,13 @@ def structure_of(data, cfg: dict):
 def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
     """Cross-key checks a JSON schema cannot express, run on a validated config before any job
     starts: each experiment's seed blocks, its eps values (:func:`eps_check`), run ids
-    (:func:`run_id_check`), its largest run's memory and steps (nqf.pipeline.machine), then
+    (:func:`run_id_check`), its largest run's memory and steps (nqf.experiments.machine), then
     its kind's ``check(exp_cfg)`` (sizes that must fit together; it may build modules): against
     this machine, and its device, where the jobs run here (``jobs_run_here``), else against the
     largest node a cluster has. Problems are (key path
     inside the experiment, sentence) pairs; the first becomes a ConfigError."""
-    from nqf.pipeline.config import ConfigError
-    from nqf.pipeline import machine
+    from nqf.errors import ConfigError
+    from nqf.experiments import machine
 
     if jobs_run_here:
         problem = machine.device_problem(cfg.get("device", "auto"))
@@ -303,10 +303,10 @@ def eps_check(exp_cfg: dict) -> list[tuple[str, str]]:
 
 
 def run_id_check(exp_cfg: dict) -> list[tuple[str, str]]:
-    """(key, sentence) pairs for run ids that do not name one run each (nqf.pipeline.ids): a
+    """(key, sentence) pairs for run ids that do not name one run each (nqf.experiments.ids): a
     value listed twice in a list the ids are made of (the kind's RUN_ID_KEYS), two runs under
     one id, an id that is no safe file name."""
-    from nqf.pipeline.ids import run_id_problems
+    from nqf.experiments.ids import run_id_problems
 
     keys = tuple(hook(kind_of(exp_cfg), "RUN_ID_KEYS"))
     if exp_cfg.get("seeds_per_job", "all") != "all":
@@ -328,7 +328,7 @@ def seed_block_check(exp_cfg: dict) -> list[tuple[str, str]]:
 def run_ids(exp_cfg: dict) -> list[str]:
     """The run ids of an experiment (one training job and file each); a ConfigError where two
     runs would share an id (:func:`run_id_check`)."""
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
 
     for key, problem in run_id_check(exp_cfg):
         raise ConfigError(f"Config key '{key}' {problem}")

@@ -46,15 +46,23 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import (LAG_MARGIN, Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs,
-                                    reach_problems, run_too_short)
-from nqf.pipeline.ids import exact_number
-from nqf.pipeline.machine import seed_draw
+from nqf.data.orthogonal import random_orthogonal
+from nqf.experiments.common import (
+    LAG_MARGIN,
+    Claim,
+    ErrorBudget,
+    claims_dataset,
+    grid_cell,
+    grid_runs,
+    reach_problems,
+    run_too_short,
+)
 from nqf.experiments.matching import check_runs
+from nqf.experiments.ids import exact_number
+from nqf.experiments.machine import seed_draw
 from nqf.theory.ignition import ignition_times, predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import LotkaVolterra
-from nqf.data.orthogonal import random_orthogonal
 from nqf.training.loop import train
 
 KIND = "collapse"
@@ -75,7 +83,7 @@ RUN_ID_KEYS = ("architectures", "eps")
 
 
 def run_id(arch: str, eps: float) -> str:
-    """'diagonal_eps1e-03': eps in its shortest exact form (nqf.pipeline.ids), one id per value."""
+    """'diagonal_eps1e-03': eps in its shortest exact form (nqf.experiments.ids), one id per value."""
     return f"{arch}_eps{exact_number(eps)}"
 
 
@@ -131,7 +139,7 @@ def tau_max_to_reach(tau: float) -> float:
 
 
 def estimate(cfg: dict) -> dict:
-    """The largest run (nqf.pipeline.machine): the recorded M history of every seed (n_record x
+    """The largest run (nqf.experiments.machine): the recorded M history of every seed (n_record x
     p^2, p = 2K for the rectangular model), the dense data matrices, and its steps at the smallest eps."""
     K, S, n = len(cfg["r"]), len(cfg["seeds"]), int(cfg["n_record"])
     p = 2 * K if "rectangular" in cfg["architectures"] else K

@@ -38,14 +38,20 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
-
 from scipy.integrate import solve_ivp
 
-from nqf.experiments.common import (Claim, ErrorBudget, claims_dataset, lv_from_structure, reach_problems, reached,
-                                    run_too_short)
-from nqf.pipeline.ids import exact_number
+from nqf.experiments.common import (
+    Claim,
+    ErrorBudget,
+    claims_dataset,
+    lv_from_structure,
+    reach_problems,
+    reached,
+    run_too_short,
+)
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
 from nqf.experiments.matching import check_runs
+from nqf.experiments.ids import exact_number
 from nqf.theory.ignition import ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import glv
@@ -69,7 +75,7 @@ RUN_ID_KEYS = ("eps",)
 
 
 def run_id(eps: float) -> str:
-    """'eps1e-04': eps in its shortest exact form (nqf.pipeline.ids), one id per value."""
+    """'eps1e-04': eps in its shortest exact form (nqf.experiments.ids), one id per value."""
     return f"eps{exact_number(eps)}"
 
 
@@ -156,7 +162,7 @@ def needed_taus(sc, eps_list: list[float], fraction: float) -> tuple[list[str], 
 
 
 def estimate(cfg: dict) -> dict:
-    """The largest run (nqf.pipeline.machine): the recorded M history (n_record x p^2, stacked
+    """The largest run (nqf.experiments.machine): the recorded M history (n_record x p^2, stacked
     once more at the end) and its steps tau_max ln(1/eps) / (c lr) at the smallest eps."""
     p = max((len(row) for row in cfg["lam"]), default=1)
     m, n = len(cfg["y"]), int(cfg["n_record"])

@@ -52,7 +52,7 @@ OPTIONAL = {
     "SEED_BLOCKS": "True when seeds may be trained in blocks (seeds_per_job)",
     "RUN_ID_KEYS": "the config lists the run ids are made of (a value listed twice is refused)",
     "estimate": "estimate(cfg) -> {'bytes': .., 'steps': .., 'what': ..}: the largest run's memory and steps, "
-                "checked against the machine before any job (default: nqf.pipeline.machine.generic_estimate)",
+                "checked against the machine before any job (default: nqf.experiments.machine.generic_estimate)",
 }
 OPTIONAL_ARITY = {"structure": 2, "run_config": 2, "check": 1, "estimate": 1, "reading_keys": 1}
 # what the generic code does where a kind leaves an optional member out (None: the generic stage)

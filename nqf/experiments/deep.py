@@ -1,7 +1,7 @@
 """Experiment kind ``deep``: deep networks beside their 2-layer and 1-layer NQFs (paper Figure 8).
 
 Per architecture (4-layer tanh MLP 8 -> 16 -> 16 -> 16 -> 1; 2-layer single-head attention, input
-and hidden dim 8, length 10, output 1; nqf.architectures.deep) a teacher of the same architecture with fixed
+and hidden dim 8, length 10, output 1; nqf.training.deep) a teacher of the same architecture with fixed
 Gaussian weights (std teacher_std / sqrt(fan-in)) labels m_train Gaussian inputs; the network, its
 2-layer NQF (one NQF per block, Definition 2) and its 1-layer NQF (collapsed to match the network
 at step zero) share the init and the learning rate, full batch, for each optimizer. Init
@@ -15,7 +15,7 @@ drop would amplify tiny shifts in time; the escape step compares the clocks dire
 
 Verdicts: the paper's claim that the 2-layer NQF tracks the network at the small init is judged
 within an error budget times ``tolerances.safety_factor``: the network's own O(|W|^2) distance
-from its 2-layer NQF at its weights (nqf.architectures.deep.truncation, Richardson over the Eq. 3 block
+from its 2-layer NQF at its weights (nqf.training.deep.truncation, Richardson over the Eq. 3 block
 rescaling, so it does not depend on the NQF being compared), averaged over the steps before the
 escape, plus the escape step's interpolation error on the recorded grid. The departures (the
 1-layer NQF at the small init, the paper's 'but not 1-layer NQFs'; both NQFs at the large init,
@@ -35,8 +35,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from nqf.experiments.common import (NOT_REACHED, Claim, ErrorBudget, claims_dataset, grid_cell, grid_runs,
-                                    per_arch_dataset, teacher_generator)
+from nqf.experiments.common import (
+    NOT_REACHED,
+    Claim,
+    ErrorBudget,
+    claims_dataset,
+    grid_cell,
+    grid_runs,
+    per_arch_dataset,
+    teacher_generator,
+)
 from nqf.experiments.matching import check_runs
 from nqf.theory.losses import flow_lr
 from nqf.training.loop import log_step_grid
@@ -65,7 +73,7 @@ def run_id(arch: str, optimizer: str) -> str:
     return f"{arch}_{optimizer}"
 
 
-# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures", "optimizers")
 
 
@@ -84,7 +92,7 @@ def run_config(cfg: dict, run: str) -> dict:
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Sizes that must fit together: each architecture's model must build (the MLP needs an even
     number of weight layers)."""
-    from nqf.architectures.deep import build_deep
+    from nqf.training.deep import build_deep
 
     for a in cfg["architectures"]:
         try:
@@ -95,11 +103,11 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """A floor for the largest run (nqf.pipeline.machine): the train and test inputs, the
+    """A floor for the largest run (nqf.experiments.machine): the train and test inputs, the
     weights of the network and its two NQFs for every init variance x seed of a job (with
     gradients and optimizer states) and their activations on the training set."""
-    from nqf.architectures.deep import build_deep
-    from nqf.pipeline.machine import BYTES, job_seeds, largest_run
+    from nqf.training.deep import build_deep
+    from nqf.experiments.machine import BYTES, job_seeds, largest_run
 
     R, n, held = 2 * job_seeds(cfg), int(cfg["n_train"]), int(cfg["n_train"]) + int(cfg["n_test"])
     runs = []
@@ -127,7 +135,7 @@ def make_data(cfg: dict) -> xr.Dataset:
     # torch is imported where needed: the theory, fit and figure jobs run without it
     import torch
 
-    from nqf.architectures.deep import build_deep
+    from nqf.training.deep import build_deep
 
     variables, attrs = {}, {"experiment_kind": KIND, "architectures": ",".join(cfg["architectures"]),
                             "data_seed": cfg["data_seed"], "teacher_std": cfg["teacher_std"]}
@@ -179,7 +187,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     """The network, its 2-layer and 1-layer NQFs for every init variance x seed of one run."""
     import torch
 
-    from nqf.architectures.deep import build_deep, train_deep_trio
+    from nqf.training.deep import build_deep, train_deep_trio
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     a, opt = rc["architecture"], rc["optimizer"]
@@ -206,7 +214,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
                 "units": "1", "long_name": f"{LABELS[n]} {split} MSE (1/m) sum (f - y)^2 (NaN after divergence)"})
     ds["truncation"] = (("replica", "step"), res["truncation"], {
         "units": "1", "long_name": "network's relative O(|W|^2) distance from its 2-layer NQF at its own weights "
-                                   "(Richardson from the block rescalings s = 1, 1/2; nqf.architectures.deep.truncation)"})
+                                   "(Richardson from the block rescalings s = 1, 1/2; nqf.training.deep.truncation)"})
     ds = ds.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "replica")).unstack("replica")
     ds = ds.transpose("init_variance", "seed", "step")
     ds["init_variance"].attrs.update(units="1", long_name="init variance var (weights N(0, var / fan-in))")

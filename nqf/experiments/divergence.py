@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from nqf.errors import TrainingDiverged
 from nqf.experiments.common import Claim, claims_dataset
-from nqf.training.loop import TrainingDiverged
 
 
 def stable_lr_clause(structure: xr.Dataset | None, cfg: dict) -> str:

@@ -40,14 +40,23 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import (LAG_MARGIN, Claim, ErrorBudget, claims_dataset, lv_from_structure,
-                                    reach_problems, reached, run_too_short, steps_to_reach)
+from nqf.data.orthogonal import random_orthogonal
+from nqf.experiments.common import (
+    LAG_MARGIN,
+    Claim,
+    ErrorBudget,
+    claims_dataset,
+    lv_from_structure,
+    reach_problems,
+    reached,
+    run_too_short,
+    steps_to_reach,
+)
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.experiments.matching import check_runs
 from nqf.theory.ignition import ignition_times, level_crossing, predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
-from nqf.data.orthogonal import random_orthogonal
 
 KIND = "featurewise"
 PAPER_FIG3 = "Fig. 3 (left, middle)"
@@ -94,7 +103,7 @@ def needed_times(r, c_diag, eps: float, eta: float) -> np.ndarray:
 
 
 def estimate(cfg: dict) -> dict:
-    """The run (nqf.pipeline.machine): the recorded M history (n_record x p^2, stacked once
+    """The run (nqf.experiments.machine): the recorded M history (n_record x p^2, stacked once
     more at the end, p = len(r)) and W, its gradient and M of p x p."""
     p, n = len(cfg["r"]), int(cfg["n_record"])
     return {"bytes": 8 * (2 * n * p * p + 6 * p * p), "key": "n_record",

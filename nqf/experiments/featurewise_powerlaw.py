@@ -36,10 +36,19 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
-from nqf.pipeline.machine import seed_draw
 from nqf.experiments.matching import check_runs
-from nqf.experiments.powerlaw import (SHIFTS, deterministic_init, exponent_claims, exponent_variables, fit_seeds,
-                                     flow_step, seeded_init, train_loss_only, window_reach_problems)
+from nqf.experiments.powerlaw import (
+    SHIFTS,
+    deterministic_init,
+    exponent_claims,
+    exponent_variables,
+    fit_seeds,
+    flow_step,
+    seeded_init,
+    train_loss_only,
+    window_reach_problems,
+)
+from nqf.experiments.machine import seed_draw
 from nqf.theory.ignition import predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import logistic_solution
@@ -100,7 +109,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """The larger run (nqf.pipeline.machine): the single-entry data as m x m diagonals, and W of
+    """The larger run (nqf.experiments.machine): the single-entry data as m x m diagonals, and W of
     the replicas (seeds or crossover eps values) x m x width."""
     m, d = int(cfg["m"]), int(cfg["width"])
     R = max(len(cfg["seeds"]), len(cfg["crossover_eps"]))

@@ -45,10 +45,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.pipeline.config import ConfigError
+from nqf.errors import ConfigError
 from nqf.experiments.fits import fourier_powerlaw as fits
 from nqf.experiments.matching import check_runs
-from nqf.theory.fourier_modes import designed_coefficients, fourier_features, lv_from_grid, predicted_windows
+from nqf.theory.fourier_modes import (
+    designed_coefficients,
+    fourier_features,
+    lv_from_grid,
+    predicted_windows,
+)
 from nqf.theory.losses import flow_lr
 from nqf.training.loop import log_step_grid, train
 
@@ -111,10 +116,10 @@ def theta_steps(cfg: dict) -> list[int]:
 
 
 def estimate(cfg: dict) -> dict:
-    """The larger run (nqf.pipeline.machine): a Fourier run holds the features (M x P per
+    """The larger run (nqf.experiments.machine): a Fourier run holds the features (M x P per
     theta), four recorded per-mode variables (theta x seed x n_record x P) and the replicas'
     activations on the folded grid; the raw MLP run its activations (raw seeds x M x raw_width)."""
-    from nqf.pipeline.machine import BYTES
+    from nqf.experiments.machine import BYTES
 
     P, M, T, S, n = int(cfg["P"]), int(cfg["M"]), len(cfg["thetas"]), len(cfg["seeds"]), int(cfg["n_record"])
     fourier = {"M": BYTES * (M * P * (T + 1) + 3 * T * S * (M // 2 + 1) * P), "n_record": BYTES * 4 * T * S * n * P}
@@ -246,7 +251,13 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     """GD on every seed of every theta (seeds only for the raw MLP). Each theta trains as one
     tensor program over its seeds for its own number of steps (``theta_steps``), recorded on the
     common log-spaced grid of the longest; a theta's record ends at its own horizon (NaN after)."""
-    from nqf.training.fourier_training import RawMLPReplicas, fold_even_grid, init_draws, raw_init_draws, train_per_theta
+    from nqf.training.fourier_training import (
+        RawMLPReplicas,
+        fold_even_grid,
+        init_draws,
+        raw_init_draws,
+        train_per_theta,
+    )
     from nqf.training.quadratic import resolve_device
 
     dev, dtype = resolve_device(device), _dtype(cfg, run)
@@ -311,8 +322,8 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Predicted exponents and windows per theta (nqf.theory.scaling), and the exact NQF loss curves
     (mean init and the configured seeds' own draws) with their fitted exponents."""
-    from nqf.training.fourier_training import exact_nqf_loss, init_draws
     from nqf.theory.scaling import fit_power_law, predict_exponent
+    from nqf.training.fourier_training import exact_nqf_loss, init_draws
 
     eps, M = float(cfg["eps"]), int(cfg["M"])
     per_steps = theta_steps(cfg)

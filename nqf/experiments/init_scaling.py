@@ -61,10 +61,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.pipeline.config import ConfigError
+from nqf.errors import ConfigError
 from nqf.experiments.fits import init_scaling as fits
-from nqf.pipeline.machine import generic_estimate, seed_draw
 from nqf.experiments.matching import check_runs
+from nqf.experiments.machine import generic_estimate, seed_draw
 from nqf.theory.ignition import predicted_ignition_times, predicted_seed_scatter
 from nqf.theory.mode_theory import ordered_seed_scatter, reduce_modes, slope_fit
 from nqf.training.loop import train
@@ -86,7 +86,7 @@ STAGE_KEYS = {
 }
 
 
-# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
 
 
@@ -142,7 +142,7 @@ def needed_times(rates, eps, eta: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def estimate(cfg: dict) -> dict:
-    """A floor for the largest run (nqf.pipeline.machine): the recorded losses, and the one
+    """A floor for the largest run (nqf.experiments.machine): the recorded losses, and the one
     Gaussian draw of max(seeds) + 1 rows of p x width weights (p >= the K modes; the unit's exact
     p needs its design)."""
     base = generic_estimate(cfg)
@@ -258,9 +258,9 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     with ``module`` also the real module from the aligned inits (targets f(0) + y)."""
     import torch
 
-    from nqf.training.approximation import ModuleReplicas
-    from nqf.theory.forms import as_tensor
     from nqf.architectures.mode_designs import initial_weights
+    from nqf.theory.forms import as_tensor
+    from nqf.training.approximation import ModuleReplicas
     from nqf.training.quadratic import QuadraticModel, resolve_device
 
     arch = cfg.get("architecture", run)

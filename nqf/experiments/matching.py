@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from nqf.io.netcdf import ResultFileError
+from nqf.errors import ResultFileError
 
 RTOL = 1e-12  # floats read back from NetCDF are exact; this only absorbs a float32 attribute
 # expected name -> names a run file may record it under (coordinate or attribute), in order

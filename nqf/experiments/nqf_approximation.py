@@ -82,7 +82,7 @@ STAGE_KEYS = {
 }
 
 
-# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
 
 
@@ -102,10 +102,10 @@ def run_config(cfg: dict, run: str) -> dict:
 
 
 def estimate(cfg: dict) -> dict:
-    """A floor for the largest run (nqf.pipeline.machine.module_run): each architecture's
+    """A floor for the largest run (nqf.experiments.machine.module_run): each architecture's
     inputs, the replicas (eps x the seeds of a job) of its module and NQF, their activations and
     the recorded M where p <= record_M_max_p."""
-    from nqf.pipeline.machine import job_seeds, largest_run, module_run
+    from nqf.experiments.machine import job_seeds, largest_run, module_run
 
     R, n = job_seeds(cfg) * len(cfg["eps"]), int(cfg["n_samples"])
     return largest_run([module_run(a, cfg["sizes"][a], R, n, n, "n_samples", {"n_outputs": int(cfg["n_outputs"])},
@@ -473,7 +473,7 @@ def _lr_text(run: xr.Dataset, sigma: float) -> str:
 
 def _check_optimizers(run_ds: dict, archs: list, opts: list) -> None:
     """Every run holds the config's optimizers (else it is another config's file)."""
-    from nqf.io.netcdf import ResultFileError
+    from nqf.errors import ResultFileError
 
     for a in archs:
         have = [str(o) for o in run_ds[a]["optimizer"].values] if "optimizer" in run_ds[a].coords else []

@@ -39,8 +39,8 @@ import numpy as np
 import xarray as xr
 
 from nqf.architectures import title
-from nqf.pipeline.config import ConfigError
 from nqf.data.datasets import load_digit_task
+from nqf.errors import ConfigError
 from nqf.experiments.fits import real_data as fits
 from nqf.experiments.matching import check_runs
 from nqf.training.loop import train
@@ -73,7 +73,7 @@ STAGE_KEYS = {
 }
 
 
-# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
 
 
@@ -148,7 +148,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
         problems.append(("path", "dataset mnist_npz reads a local .npz; set path to it (x_train, y_train, "
                                  "x_test, y_test)."))
     else:
-        from nqf.pipeline.npz_check import npz_problems
+        from nqf.experiments.npz_check import npz_problems
 
         found, shape = npz_problems(cfg["path"], n_total, cfg["n_test"])
         problems += found
@@ -160,13 +160,13 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """The largest run (nqf.pipeline.machine): the images (train and test, float64, 28x28 for
+    """The largest run (nqf.experiments.machine): the images (train and test, float64, 28x28 for
     MNIST, as the data stage holds them) and the recorded trajectories of every seed; the module
     and its NQF themselves are small (p weights of a few hundred units). With dataset mnist_npz,
     the data job first reads the file's four arrays whole, in their own dtype: their bytes come
     from the arrays' headers (their shapes and dtypes), whatever the file's compressed size; where
     they are the largest part, ``refusal`` is the sentence for a machine too small."""
-    from nqf.pipeline.machine import generic_estimate
+    from nqf.experiments.machine import generic_estimate
 
     side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
     counts = cfg["n_train"]  # a mapping missing an architecture is refused by check, after this
@@ -174,7 +174,7 @@ def estimate(cfg: dict) -> dict:
     n += int(cfg["n_test"])
     arrays = None
     if cfg["dataset"] == "mnist_npz" and cfg.get("path"):
-        from nqf.pipeline.npz_check import image_shape, npz_arrays
+        from nqf.experiments.npz_check import image_shape, npz_arrays
 
         arrays = npz_arrays(cfg["path"])  # None for a file check() refuses
         side = (image_shape(arrays["x_train"][0]) if arrays else None) or side
@@ -192,8 +192,8 @@ def _npz_part(path, arrays: dict, n: int, images: int) -> dict:
     int64), added to the ``images`` bytes of the ``n`` images the run keeps."""
     from pathlib import Path
 
-    from nqf.pipeline.npz_check import array_bytes
     from nqf.io.write_failures import size_text
+    from nqf.experiments.npz_check import array_bytes
 
     sizes = {k: array_bytes(*arrays[k]) for k in arrays}
     labels = sum(8 * (arrays[k][0][0] if arrays[k][0] else 1) for k in ("y_train", "y_test"))  # as int64

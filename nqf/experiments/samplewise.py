@@ -37,11 +37,20 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
-from nqf.experiments.common import (LAG_MARGIN, Claim, ErrorBudget, claims_dataset, lv_from_structure,
-                                    reach_problems, reached, run_too_short, steps_to_reach)
+from nqf.experiments.common import (
+    LAG_MARGIN,
+    Claim,
+    ErrorBudget,
+    claims_dataset,
+    lv_from_structure,
+    reach_problems,
+    reached,
+    run_too_short,
+    steps_to_reach,
+)
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.experiments.matching import check_runs
+from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.theory.ignition import ignition_times, level_crossing
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv
@@ -87,7 +96,7 @@ def needed_times(t_star, zeta_mu, eta: float) -> np.ndarray:
 
 
 def estimate(cfg: dict) -> dict:
-    """The run (nqf.pipeline.machine): W = sqrt(eps) I of p x p (p = m K), its gradient and M,
+    """The run (nqf.experiments.machine): W = sqrt(eps) I of p x p (p = m K), its gradient and M,
     the data's m x p diagonals and the recorded outputs."""
     m, K, n = len(cfg["y"]), len(cfg["entries"]), int(cfg["n_record"])
     p = m * K

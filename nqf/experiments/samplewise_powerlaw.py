@@ -29,12 +29,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.experiments.common import claims_dataset
-from nqf.pipeline.machine import seed_draw
 from nqf.experiments.matching import check_runs
-from nqf.experiments.powerlaw import (SHIFTS, exponent_claims, exponent_variables, fit_seeds, seeded_init,
-                                     train_loss_only, window_reach_problems)
+from nqf.experiments.powerlaw import (
+    SHIFTS,
+    exponent_claims,
+    exponent_variables,
+    fit_seeds,
+    seeded_init,
+    train_loss_only,
+    window_reach_problems,
+)
+from nqf.experiments.machine import seed_draw
+from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.scaling import predict_exponent
 from nqf.training.loop import log_step_grid
@@ -82,7 +89,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """The run (nqf.pipeline.machine): the data's m x mK diagonals and W of seeds x mK x width."""
+    """The run (nqf.experiments.machine): the data's m x mK diagonals and W of seeds x mK x width."""
     m, K, d, S = int(cfg["m"]), len(cfg["entries"]), int(cfg["width"]), len(cfg["seeds"])
     draw, drawn = seed_draw(cfg, m * K * d)
     own = 8 * (2 * m * m * K + 4 * S * m * K * d)

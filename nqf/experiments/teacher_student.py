@@ -43,7 +43,13 @@ import numpy as np
 import xarray as xr
 
 from nqf.architectures import title
-from nqf.experiments.common import Claim, claims_dataset, per_arch_dataset, run_too_short, teacher_generator
+from nqf.experiments.common import (
+    Claim,
+    claims_dataset,
+    per_arch_dataset,
+    run_too_short,
+    teacher_generator,
+)
 from nqf.experiments.matching import check_runs
 from nqf.theory.losses import flow_lr
 
@@ -68,7 +74,7 @@ STAGE_KEYS = {
 }
 
 
-# The config lists the run ids are made of (nqf.pipeline.ids refuses a value listed twice).
+# The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
 
 
@@ -100,9 +106,9 @@ def check(cfg: dict) -> list[tuple[str, str]]:
 
 
 def estimate(cfg: dict) -> dict:
-    """A floor for the largest run (nqf.pipeline.machine.module_run): the probe set and a
+    """A floor for the largest run (nqf.experiments.machine.module_run): the probe set and a
     minibatch, the seeds of a job as replicas of the module and its NQF, their activations."""
-    from nqf.pipeline.machine import job_seeds, largest_run, module_run
+    from nqf.experiments.machine import job_seeds, largest_run, module_run
 
     n_probe, batch = int(cfg["n_probe"]), int(cfg["batch_size"])
     key = "n_probe" if n_probe >= batch else "batch_size"
@@ -212,8 +218,8 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     """Module and NQF of one architecture for every seed (CPU float64: the step is tiny)."""
     import torch
 
-    from nqf.training.approximation import train_online_side_by_side
     from nqf.architectures import initial_weights
+    from nqf.training.approximation import train_online_side_by_side
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)
     arch = rc["architecture"]

@@ -23,29 +23,23 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from nqf.errors import ResultFileError
 from nqf.io.cf_names import describe_variables
-from nqf.io.provenance import (COMMAND_VARIABLE, WORKFLOW_COMMIT_VARIABLE, command_line,  # noqa: F401
-                            git_commit, package_versions, provenance)
-from nqf.io.write_failures import ResultWriteError, out_of_space, write_error  # noqa: F401
+from nqf.io.provenance import (  # noqa: F401
+    COMMAND_VARIABLE,
+    WORKFLOW_COMMIT_VARIABLE,
+    command_line,
+    git_commit,
+    package_versions,
+    provenance,
+)
+from nqf.io.write_failures import out_of_space, write_error  # noqa: F401
 
 ENGINE = "netcdf4"
 # This machine's name as it appears in temporary file names (characters a file name may hold).
 HOST = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "localhost"
 # ``.<name>.<pid>@<host>.<random>.tmp``: the temporary file of an atomic write (:func:`temporary_beside`).
 TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)@(?P<host>[A-Za-z0-9.-]+)\.[A-Za-z0-9_]+\.tmp$")
-
-
-class ResultFileError(RuntimeError):
-    """A results file is missing, truncated, or was not written by nqf.
-
-    ``path`` is the file; ``unusable`` is true when it exists but cannot serve as a result
-    (truncated, foreign, lacking variables), so that a workflow job may move it aside.
-    """
-
-    def __init__(self, message: str, path: os.PathLike | None = None, unusable: bool = False):
-        super().__init__(message)
-        self.path = Path(path) if path is not None else None
-        self.unusable = unusable
 
 
 def dataset(name: str, ds) -> xr.Dataset:

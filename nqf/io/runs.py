@@ -14,6 +14,7 @@ as coordinates along it), which is what :func:`open_runs` does when the steps di
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,6 +22,10 @@ import numpy as np
 import xarray as xr
 
 from nqf.io.netcdf import dataset, open_result
+
+# An experiment id (a key under experiments: in the config) names files and folders: checked with
+# fullmatch, which has no trailing-newline hole.
+EXPERIMENT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 # Run attributes promoted to scalar coordinates (when the file has no dimension of that name),
 # in this order; a run that lacks one simply does not carry it.
@@ -141,8 +146,6 @@ def open_runs(experiment: str, results: str | os.PathLike = "results", **where) 
     different numbers of modes or parameters) cannot share one Dataset without padding: that
     is refused, naming the dimension and a ``where`` that separates them.
     """
-    from nqf.pipeline.config import EXPERIMENT_ID
-
     if not isinstance(experiment, str) or not EXPERIMENT_ID.fullmatch(experiment):
         raise ValueError(f"experiment must be an experiment id (a letter, then letters, digits and '_'; no "
                          f"path separators); got {experiment!r:.60}.")

@@ -19,6 +19,8 @@ import errno
 import os
 from pathlib import Path
 
+from nqf.errors import ResultWriteError
+
 # A file system with less free than this is full for a job whose message could not even reach
 # its log (nqf.pipeline.job_failures): by then the job's temporary file is gone, and Snakemake has removed
 # the outputs it finished before the failure.
@@ -27,16 +29,6 @@ _EDQUOT = getattr(errno, "EDQUOT", None)
 _SPACE = {errno.ENOSPC, errno.EFBIG} | ({_EDQUOT} if _EDQUOT else set())
 _DENIED = {errno.EACCES, errno.EPERM}
 _AFTER = "rerun the same snakemake command (the files written so far are complete and are kept)"
-
-
-class ResultWriteError(RuntimeError):
-    """A file of a job could not be written for a reason the user can fix (see the module); the
-    message is one sentence naming the file, the cause and the fix. The temporary file is
-    removed; the files written before are complete and stay."""
-
-    def __init__(self, path: os.PathLike | str, exc: BaseException, message: str | None = None):
-        super().__init__(message or write_failure(path, exc) or f"Could not write {path} ({exc}).")
-        self.path = Path(path)
 
 
 def size_text(n: float) -> str:
@@ -140,7 +132,7 @@ def write_failure(path: os.PathLike | str, exc: BaseException) -> str | None:
 def write_error(path: os.PathLike | str, exc: BaseException) -> ResultWriteError | None:
     """:class:`ResultWriteError` for a failed write of ``path`` the user can fix, else None."""
     message = write_failure(path, exc)
-    return ResultWriteError(path, exc, message) if message else None
+    return ResultWriteError(path, message) if message else None
 
 
 def out_of_space(exc: BaseException) -> bool:

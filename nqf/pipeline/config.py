@@ -33,9 +33,22 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nqf.pipeline.config_files import load_workflow_config, merge_overrides, read_config_file
-from nqf.pipeline.config_values import (ConfigError, check_keys, check_tree, check_values, describe, key_path,
-                               non_finite, plain_tree)
+from nqf.io.runs import EXPERIMENT_ID
+from nqf.pipeline.config_files import (
+    load_workflow_config,
+    merge_overrides,
+    read_config_file,
+)
+from nqf.pipeline.config_values import (
+    ConfigError,
+    check_keys,
+    check_tree,
+    check_values,
+    describe,
+    key_path,
+    non_finite,
+    plain_tree,
+)
 
 __all__ = ["ConfigError", "RENAMED", "describe", "key_path", "kind_names", "load_schema",
            "load_workflow_config", "load_yaml", "merge_overrides", "read_config_file", "resolve",
@@ -53,8 +66,6 @@ _EXACT_INT = 2 ** 53  # every integer up to here is a float exactly
 # room for the factors of order one to 1e4 that the kinds multiply in. Integers (sizes, steps,
 # seeds) are bounded by the size estimate instead.
 MAGNITUDE_MAX = 1e150
-# An experiment id names files and labels: checked with fullmatch, which has no trailing-newline hole.
-EXPERIMENT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
 _SCHEMAS: dict = {}

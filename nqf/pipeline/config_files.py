@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 import nqf.pipeline.config_values
-from nqf.pipeline.config_values import ConfigError, check_tree, key_path, plain_tree, too_big
+from nqf.errors import ConfigError
+from nqf.pipeline.config_values import check_tree, key_path, plain_tree, too_big
 
 MAX_BYTES = 2 * 2**20  # a config with the longest list the schema allows (100000 seeds) is 0.7 MB
 YTE_KEY = "__use_yte__"

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from nqf.errors import ConfigError
+
 # Nodes (mappings, lists and scalars) of a config counted with every alias expanded. The largest
 # list the schema allows has 100000 items (init_scaling's seeds; validating it takes seconds, as
 # jsonschema resolves each item's $ref); an alias bomb is far above, and so is any config whose
@@ -28,10 +30,6 @@ MAX_NODES = 250_000
 DESCRIBE_CHARS = 80
 _KEY_CHARS = 64
 _FLOAT_MAX = sys.float_info.max
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key path and what is allowed."""
 
 
 def key_path(path) -> str:

@@ -139,9 +139,7 @@ def before_planning(workflow, experiments, argv=None, results: str | os.PathLike
                     workdir: str | os.PathLike = ".") -> list[str]:
     """Every check of the module docstring; the sentences to print (stderr). Files a run moves
     aside are handed to Snakemake as forced, so that this call remakes them."""
-    from nqf.pipeline import results_check
-    from nqf.pipeline import results_record
-    from nqf.pipeline import verify
+    from nqf.pipeline import results_check, results_record, verify
 
     argv = sys.argv if argv is None else argv
     move, why = sweep_mode(argv, results, workdir)

@@ -14,12 +14,10 @@ import os
 import signal
 import sys
 
-from nqf.pipeline.config import ConfigError
+from nqf.errors import ConfigError, ResultFileError, ResultWriteError, TrainingDiverged
 from nqf.experiments.common import log_to_file
-from nqf.io.netcdf import ResultFileError, ResultWriteError
-from nqf.pipeline.results_check import aside_path
-from nqf.training.loop import TrainingDiverged
 from nqf.io.write_failures import out_of_space, write_error
+from nqf.pipeline.results_check import aside_path
 
 USER_ERRORS = (ConfigError, ResultFileError, ResultWriteError, TrainingDiverged)
 

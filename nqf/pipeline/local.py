@@ -19,8 +19,8 @@ import xarray as xr
 def validated_experiment(exp_cfg: Mapping, experiment: str = "experiment", device: str = "cpu") -> dict:
     """``exp_cfg`` validated as the workflow validates it (schema, defaults filled in, the checks
     before any job: run ids, sizes, device): a ConfigError names the key that is wrong."""
-    from nqf.pipeline.config import validate_config
     from nqf.experiments import check_config
+    from nqf.pipeline.config import validate_config
 
     cfg = validate_config({"device": device, "experiments": {experiment: dict(exp_cfg)}})
     check_config(cfg)
@@ -33,10 +33,18 @@ def run_experiment(exp_cfg: Mapping, *, experiment: str = "experiment", device: 
     "theory", "fit"}``. ``exp_cfg`` needs at least ``kind``; the schema fills in the rest
     (validated first, :func:`validated_experiment`). With ``results``, each Dataset is also
     written under that folder as the workflow names it, ``experiment`` being its id."""
-    from nqf.experiments import (kind_of, merge_seed_blocks, reading_of, run_config, run_ids, split_run_id,
-                                 stage_config, structure_of)
+    from nqf.experiments import (
+        kind_of,
+        merge_seed_blocks,
+        reading_of,
+        run_config,
+        run_ids,
+        split_run_id,
+        stage_config,
+        structure_of,
+    )
     from nqf.experiments.common import with_reading
-    from nqf.experiments.divergence import divergence_fit, diverged_runs
+    from nqf.experiments.divergence import diverged_runs, divergence_fit
 
     if not isinstance(exp_cfg, Mapping):
         raise TypeError(f"exp_cfg must be a mapping (one experiment's config, e.g. {{'kind': 'featurewise'}}); "

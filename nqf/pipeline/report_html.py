@@ -25,8 +25,18 @@ import string
 import unicodedata
 
 from nqf.experiments.contract import StageConfig
-from nqf.pipeline.reproduction import (COUNTED, NOT_JUDGED, PAGE_STYLE, Experiment, _num, config_sentence, counted,
-                                          figure_sections, is_judged, not_judged)
+from nqf.pipeline.reproduction import (
+    COUNTED,
+    NOT_JUDGED,
+    PAGE_STYLE,
+    Experiment,
+    _num,
+    config_sentence,
+    counted,
+    figure_sections,
+    is_judged,
+    not_judged,
+)
 
 # The columns of a claims table: (heading, row key); the experiment is the page's title.
 CLAIM_COLUMNS = (("quantity", "quantity"), ("checks", "checks"), ("reading", "reading"),

@@ -49,9 +49,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from nqf.io.netcdf import ResultFileError, config_of, open_result
-
 # The stage of each results/ folder, and the workflow rule that writes it.
+from nqf.errors import ResultFileError
+from nqf.io.netcdf import config_of, open_result
+
 RULES = {"data": "data", "structure": "structure", "train": "train", "theory": "theory", "fit": "fit"}
 # Stages whose float variables must be finite (theory and fit use NaN/inf as markers).
 FINITE_STAGES = ("data", "structure", "train")

@@ -17,9 +17,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from nqf.errors import ResultFileError
 from nqf.experiments import run_ids
 from nqf.pipeline.validate import RUN_DIMS_OF_STRUCTURE, check_derived, open_stage
-from nqf.io.netcdf import ResultFileError
 
 # stage -> folder under results/ (train files are results/runs/<exp>/<run>.nc)
 FOLDERS = {"data": "data", "structure": "structure", "theory": "theory", "fit": "fits"}

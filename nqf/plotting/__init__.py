@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 
-from nqf.plotting import layout as plot_layout  # noqa: E402
 from nqf.io.netcdf import failed_write, temporary_beside  # noqa: E402
+from nqf.plotting import layout as plot_layout  # noqa: E402
 
 THEORY = {"linestyle": "--", "linewidth": 1.2}
 EXPERIMENT = {"linestyle": "-", "linewidth": 1.6}

@@ -28,8 +28,8 @@ from scipy.integrate import solve_ivp
 
 from nqf import _checks
 from nqf.theory.forms import DenseForm, DiagonalForm, StructureForm, as_tensor
-from nqf.theory.lotka_volterra import glv
 from nqf.theory.losses import sample_count
+from nqf.theory.lotka_volterra import glv
 
 _BASIS_CHUNK_ELEMENTS = 2 ** 24  # basis matrices handed to the form per call (memory bound)
 _MAX_FEATURE_ELEMENTS = 2 ** 27  # svec(A_mu) for all samples held at once (1 GiB of float64)

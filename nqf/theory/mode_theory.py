@@ -114,11 +114,9 @@ def reduce_modes(form: StructureForm, y, modes, *, tol: float = 1e-9) -> ModeRed
     # torch is imported where needed: the theory and fit jobs use this module without it
     import torch
 
+    from nqf import _checks
     from nqf.theory.factored import BlockBilinearForm
     from nqf.theory.forms import DiagonalForm
-
-    from nqf import _checks
-
     from nqf.theory.losses import sample_count
 
     n = sample_count(y)

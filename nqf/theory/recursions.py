@@ -27,10 +27,10 @@ from nqf.theory.mflow import SecondMoment
 
 
 def _steps_grid(steps: int, record_steps, n_record: int) -> np.ndarray:
-    from nqf.training.loop import _record_grid, log_step_grid
+    from nqf.theory.step_grid import log_step_grid, record_grid
     steps = _checks.integer("steps", steps, minimum=1)
     n_record = _checks.integer("n_record", n_record, minimum=2)
-    grid = log_step_grid(steps, n_record) if record_steps is None else _record_grid(record_steps, steps)
+    grid = log_step_grid(steps, n_record) if record_steps is None else record_grid(record_steps, steps)
     return grid.astype(np.int64)
 
 

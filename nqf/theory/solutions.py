@@ -25,12 +25,18 @@ import numpy as np
 import torch
 import xarray as xr
 
+from nqf import _checks
 from nqf.theory.closed_forms import theorem4, theorem5, theorem7, theorem16
 from nqf.theory.forms import DiagonalForm, StructureForm
-from nqf.theory.lotka_volterra import (LotkaVolterra, glv, logistic_solution, lv_coefficients, mode_order,
-                                shared_eigenbasis)
 from nqf.theory.losses import sample_count
-from nqf import _checks
+from nqf.theory.lotka_volterra import (
+    LotkaVolterra,
+    glv,
+    logistic_solution,
+    lv_coefficients,
+    mode_order,
+    shared_eigenbasis,
+)
 from nqf.theory.mflow import SecondMoment, mflow
 
 _DENSE_CHECK_ELEMENTS = 2 ** 26  # largest m * p^2 for which dense A_mu are formed for the checks

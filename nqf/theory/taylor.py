@@ -26,17 +26,10 @@ from torch.func import hessian, jacrev, jvp, vmap
 from torch.utils._pytree import tree_flatten, tree_map
 
 from nqf import _checks
+from nqf.errors import NotSmoothError, ZGZWarning
 
 Tensor = torch.Tensor
 UnitFunction = Callable[[Tensor, Any], Tensor]
-
-
-class NotSmoothError(ValueError):
-    """The unit function is not three times continuously differentiable at w = 0."""
-
-
-class ZGZWarning(_checks.NQFWarning):
-    """The gradient at w = 0 does not vanish: the pure NQF f(0) + Tr[W W^T A] does not apply."""
 
 
 def _cast(x: Any, dtype: torch.dtype, device) -> Any:

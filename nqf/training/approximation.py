@@ -37,9 +37,9 @@ from nqf.architectures.base import UnitModule
 from nqf.architectures.effective import singular_values
 from nqf.theory.forms import StructureForm
 from nqf.theory.losses import flow_lr
-from nqf.training.quadratic import QuadraticModel, resolve_device
 from nqf.theory.spectra import deviation  # noqa: F401 (defined there so that fit jobs need no torch)
 from nqf.training.loop import progress_message, train
+from nqf.training.quadratic import QuadraticModel, resolve_device
 
 Tensor = torch.Tensor
 log = logging.getLogger("nqf.train")
@@ -253,7 +253,7 @@ def train_online_side_by_side(module: UnitModule, W_star: torch.Tensor, W0: torc
         rec["batch_loss_module"][:, step] = lm.detach().numpy()
         rec["batch_loss_nqf"][:, step] = ln.detach().numpy()
         if not bool(torch.isfinite(lm).all() and torch.isfinite(ln).all()):
-            from nqf.training.loop import TrainingDiverged
+            from nqf.errors import TrainingDiverged
             raise TrainingDiverged(step, (lm + ln).detach().numpy(), lr, f" of the {type(module).__name__}")
         ((lm.sum() + ln.sum()) * factor).backward()
         opt.step()

@@ -20,7 +20,9 @@ import numpy as np
 import xarray as xr
 
 from nqf import _checks
+from nqf.errors import NQFWarning, TrainingDiverged
 from nqf.theory.losses import describe, loss_factor
+from nqf.theory.step_grid import log_step_grid, record_grid
 
 if TYPE_CHECKING:
     import torch
@@ -28,33 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("nqf.train")
 
 OPTIMIZERS = ("gd", "momentum", "adam")
-
-
-class TrainingDiverged(FloatingPointError):
-    """The loss became non-finite; carries the step and the last loss values."""
-
-    def __init__(self, step: int, loss: np.ndarray, lr: float, hint: str = ""):
-        self.step, self.loss, self.lr = step, loss, lr
-        super().__init__(
-            f"Training diverged at step {step}: loss {np.array2string(loss, precision=3)} is not "
-            f"finite with learning rate {lr:g}. Lower the learning rate{hint}.")
-
-
-def log_step_grid(steps: int, n_points: int) -> np.ndarray:
-    """Integer steps 0..steps, log-spaced (about n_points of them, always including 0 and steps)."""
-    steps = _checks.integer("steps", steps, minimum=1)
-    n_points = _checks.integer("n_points", n_points, minimum=2)
-    target = min(n_points - 1, steps)
-    _checks.memory(f"a step grid of {target + 1} points", 32 * (target + 1), "lower n_points (or n_record)")
-    if target == steps:  # every step
-        return np.arange(steps + 1, dtype=np.int64)
-    k = target
-    while True:  # rounding merges the small steps; sample more densely until n points remain
-        grid = np.unique(np.rint(np.geomspace(1, steps, k)).astype(np.int64))
-        if grid.size >= target:
-            break
-        k += target - grid.size
-    return np.concatenate([[0], grid])
 
 
 def make_optimizer(name: str, params, lr: float, momentum: float = 0.9,
@@ -105,14 +80,6 @@ def _check_targets(model, y, replica_coords=None) -> tuple[np.ndarray, int]:
     return y_np, full[0]
 
 
-def _record_grid(record_steps, steps: int) -> np.ndarray:
-    """The recording steps: integers in [0, steps], at least one."""
-    grid = np.unique(_checks.array("record_steps", record_steps, ndim=1, nonempty=True))
-    if np.any(grid != np.rint(grid)) or grid[0] < 0 or grid[-1] > steps:
-        raise ValueError(f"record_steps must be integers in [0, {steps}]; got {_checks.describe(grid)}.")
-    return grid.astype(np.int64)
-
-
 def _numpy(t: torch.Tensor) -> np.ndarray:
     """A tensor as a numpy array on the host; half precision as float32 (numpy has no bfloat16)."""
     t = t.detach().cpu()
@@ -138,7 +105,7 @@ def _half_precision_warning(model, y, dtype) -> None:
         loss0 = float(value.float().max())
     warnings.warn(f"train: the model's parameters are {dtype}, whose machine epsilon {eps:.2g} floors the loss "
                   f"(it stops decreasing at the order of eps x its initial loss, here {eps * loss0:.2g}); train in "
-                  "torch.float32 or torch.float64 to go below that.", _checks.NQFWarning, stacklevel=3)
+                  "torch.float32 or torch.float64 to go below that.", NQFWarning, stacklevel=3)
 
 
 def _warn_unsettled(model, y, tail, first, *, lr, factor, scale, loss, dtype) -> None:
@@ -155,7 +122,7 @@ def _warn_unsettled(model, y, tail, first, *, lr, factor, scale, loss, dtype) ->
                                 scale=None if scale is None else _numpy(scale), loss=loss,
                                 eps=float(torch.finfo(dtype).eps), rate=rate)
     if message:
-        warnings.warn(message, _checks.NQFWarning, stacklevel=3)
+        warnings.warn(message, NQFWarning, stacklevel=3)
 
 
 def progress_message(done: int, total: int, elapsed: float) -> str:
@@ -217,7 +184,7 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     _record_memory(probe, n_rep, n_points)
     if _checks.half_precision(dtype):
         _half_precision_warning(model, y, dtype)
-    grid = log_step_grid(steps, n_record) if record_steps is None else _record_grid(record_steps, steps)
+    grid = log_step_grid(steps, n_record) if record_steps is None else record_grid(record_steps, steps)
     opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
     scale = None
     if lr_scale is not None:

@@ -189,7 +189,8 @@ def test_check_config_refuses_steps_that_end_before_the_slowest_ignition(capsys)
     experiment, the prediction, the run's end and the fewest steps that reach it, t* plus twice GD's
     lag (eta / 4) ln(r / (2 C eps)) = 0.0242: 22.12 / 0.02 -> 1106. Those steps pass; one fewer does not."""
     from nqf.__main__ import main
-    from nqf.pipeline.config import ConfigError, validate_config
+    from nqf.pipeline.config import validate_config
+    from nqf.errors import ConfigError
     from nqf.experiments import check_config
 
     config = str(Path(__file__).resolve().parents[2] / "config" / "test.yaml")

@@ -15,7 +15,7 @@ from scipy.special import polygamma
 
 import nqf
 from nqf.theory.closed_forms import corollary4_modes
-from nqf.pipeline.config import ConfigError
+from nqf.errors import ConfigError
 from nqf.experiments import init_scaling
 from nqf.experiments.common import CHECKS
 from nqf.theory.ignition import ignition_times

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from helpers import read_test_config
-from nqf.pipeline.config import ConfigError
+from nqf.errors import ConfigError
 from nqf.pipeline.local import run_experiment
 from nqf.io.runs import open_runs
 

@@ -8,9 +8,11 @@ import zipfile
 import numpy as np
 import pytest
 
-from nqf.pipeline.config import ConfigError, validate_config
+from nqf.pipeline.config import validate_config
+
+from nqf.errors import ConfigError
 from nqf.experiments import KINDS, check_config
-from nqf.pipeline import machine
+from nqf.experiments import machine
 
 
 def header_only_npz(path, shapes: dict, dtype=np.uint8):

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from nqf import experiments as E
-from nqf.pipeline.config import ConfigError, validate_config
-from nqf.pipeline import machine
+from nqf.pipeline.config import validate_config
+from nqf.errors import ConfigError
+from nqf.experiments import machine
 
 from helpers import ROOT
 

@@ -277,7 +277,7 @@ def test_screen_and_readings_run_through_the_stages():
 
 
 def test_screen_needs_the_attention():
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
     from nqf.experiments import check_config
 
     cfg = validate_config({"device": "cpu", "experiments": {"rd": {"kind": "real_data", "architectures": ["mlp"],
@@ -315,7 +315,7 @@ def test_run_config_reads_only_its_architecture():
 
 
 def test_cross_key_checks_name_the_key():
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
     from nqf.experiments import check_config
 
     def cfg(**over):
@@ -333,7 +333,7 @@ def test_cross_key_checks_name_the_key():
 def test_a_local_npz_is_checked_before_any_job(tmp_path):
     """dataset mnist_npz: the path, its readability and the arrays' headers are checked at config
     time, each problem in one sentence naming the key (the loader refused them only in the data job)."""
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
     from nqf.experiments import check_config
 
     rng = np.random.default_rng(0)
@@ -377,7 +377,7 @@ def test_per_architecture_training_sets():
     assert x.shape[0] == 60 and np.array_equal(y, data["y_train"].values[:60])
     run = rd.train_run(data, run_config(dict(cfg, steps={a: 3 for a in ARCHS}), "cnn"), "cnn", device="cpu")
     assert run.attrs["n_train"] == 60
-    from nqf.pipeline.config import ConfigError  # noqa: F401
+    from nqf.errors import ConfigError  # noqa: F401
     from nqf.experiments import check_config
     bad = validate_config({"device": "cpu", "experiments": {"rd": {"kind": "real_data", "n_train": {"mlp": 10}}}})
     with pytest.raises(Exception, match="rd.n_train"):

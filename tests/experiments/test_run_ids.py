@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from nqf import experiments as E
-from nqf.pipeline.config import ConfigError, load_yaml, validate_config
+from nqf.pipeline.config import load_yaml, validate_config
+from nqf.errors import ConfigError
 from nqf.experiments.contract import hook
-from nqf.pipeline.ids import RUN_ID_PATTERN, exact_number
+from nqf.experiments.ids import RUN_ID_PATTERN, exact_number
 
 from helpers import ROOT, kind_config
 

@@ -8,7 +8,8 @@ import torch
 import xarray as xr
 
 from nqf import experiments as E
-from nqf.pipeline.config import ConfigError, validate_config
+from nqf.pipeline.config import validate_config
+from nqf.errors import ConfigError
 from nqf.io.netcdf import write_dataset, open_result
 
 from helpers import read_test_config

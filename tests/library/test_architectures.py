@@ -211,11 +211,13 @@ def test_quadratic_model_trains_on_a_factored_form_like_on_dense():
 
 
 def test_plot_structure_matrices_writes_files(tmp_path):
+    from nqf.plotting.structure_matrices import plot_structure_matrices
+
     paths = [tmp_path / "A.png", tmp_path / "A.pdf"]
-    nqf.architectures.plot_structure_matrices(paths, font_size=8, dpi=100)
+    plot_structure_matrices(paths, font_size=8, dpi=100)
     assert all(p.stat().st_size > 10_000 for p in paths)
     with pytest.raises(ValueError, match="unknown architectures"):
-        nqf.architectures.plot_structure_matrices([tmp_path / "x.png"], names=["transformer"])
+        plot_structure_matrices([tmp_path / "x.png"], names=["transformer"])
 
 
 def test_self_attention_readout_is_the_qk_head_at_the_mean_query():

@@ -9,7 +9,9 @@ import tracemalloc
 
 import pytest
 
-from nqf.pipeline.config import ConfigError, load_workflow_config, load_yaml, validate_config
+from nqf.pipeline.config import load_workflow_config, load_yaml, validate_config
+
+from nqf.errors import ConfigError
 from nqf.pipeline.config_files import MAX_BYTES, read_config_file
 from nqf.pipeline.config_values import MAX_NODES
 

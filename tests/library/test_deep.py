@@ -1,10 +1,10 @@
-"""Deep NQFs (nqf.architectures.deep, App. B.4): the 2-layer NQF is the blockwise expansion of the network."""
+"""Deep NQFs (nqf.training.deep, App. B.4): the 2-layer NQF is the blockwise expansion of the network."""
 import numpy as np
 import pytest
 import torch
 
 from nqf.architectures import ARCHITECTURES
-from nqf.architectures.deep import DeepAttention, DeepMLP, train_deep_trio, truncation
+from nqf.training.deep import DeepAttention, DeepMLP, train_deep_trio, truncation
 
 
 def _setup(model, m=40, seed=0):
@@ -89,7 +89,7 @@ def test_train_trio_shares_init_and_decreases():
 
 @pytest.mark.parametrize("model", [DeepMLP(), DeepAttention()], ids=["mlp", "attention"])
 def test_truncation_estimate_is_the_distance_to_the_block_nqf(model):
-    """nqf.architectures.deep.truncation estimates RMS(f - f_2NQF) / RMS(f_2NQF) from the network alone
+    """nqf.training.deep.truncation estimates RMS(f - f_2NQF) / RMS(f_2NQF) from the network alone
     (Richardson over the block rescaling s = 1, 1/2). At block scale s the true distance is
     s^2 R + O(s^4) and the estimate's error is O(s^4): at s = 0.1 they agree to O(s^2) = 1 %
     of each other (a few per cent allowed for O(1) constants), and both scale as s^2."""

@@ -10,7 +10,8 @@ from nqf.theory.forms import DiagonalForm
 from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.training.quadratic import QuadraticModel
 from nqf.theory.stability import max_stable_lr
-from nqf.training.loop import TrainingDiverged, train
+from nqf.training.loop import train
+from nqf.errors import TrainingDiverged
 
 
 def diagonal_data(seed=0, m=6, p=3):

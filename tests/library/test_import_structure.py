@@ -97,3 +97,46 @@ def test_no_kind_imports_figure_code():
     figures = {m for m in graph if m.startswith("nqf.experiments.figures")}
     outside = {m: sorted(graph[m] & figures) for m in graph if m not in figures and graph[m] & figures}
     assert not outside, f"modules outside nqf.experiments.figures importing figure code: {outside}"
+
+
+# The package by concern, lowest first: a module imports only modules of its own package or of a
+# package on a lower layer (nqf itself and nqf._checks sit below everything). Packages on one layer
+# do not import each other.
+LAYERS = (("theory", "io"), ("data", "architectures"), ("training", "plotting"), ("experiments",),
+          ("pipeline",))
+PACKAGES = {p for layer in LAYERS for p in layer}
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """(layer, package) of a module of nqf; the root modules (nqf, nqf.errors, nqf._checks) are
+    layer -1, the command line (nqf.__main__) sits on the pipeline's layer."""
+    parts = module.split(".")
+    package = "pipeline" if module == "nqf.__main__" else parts[1] if len(parts) > 1 and parts[1] in PACKAGES else ""
+    for rank, packages in enumerate(LAYERS):
+        if package in packages:
+            return rank, package
+    return -1, package
+
+
+def upward_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Module -> the modules it imports that sit on its own layer in another package or above it."""
+    found = {}
+    for module, deps in graph.items():
+        rank, package = layer_of(module)
+        bad = sorted(d for d in deps if d != "nqf" and (layer_of(d)[0] > rank
+                                                        or (layer_of(d)[0] == rank and layer_of(d)[1] != package)))
+        if bad:
+            found[module] = bad
+    return found
+
+
+def test_the_layer_finder_sees_an_upward_import():
+    graph = {"nqf.theory.forms": {"nqf.training.loop"}, "nqf.training.loop": {"nqf.theory.forms"},
+             "nqf.io.netcdf": {"nqf.theory.forms"}}
+    assert upward_imports(graph) == {"nqf.theory.forms": ["nqf.training.loop"], "nqf.io.netcdf": ["nqf.theory.forms"]}
+
+
+def test_imports_run_one_way_down_the_layers():
+    found = upward_imports(import_graph())
+    assert not found, "imports against the layers (pipeline -> experiments -> training, plotting -> " \
+                      "data, architectures -> theory, io): " + "; ".join(f"{m} -> {', '.join(d)}" for m, d in found.items())

@@ -39,7 +39,8 @@ from nqf.theory.scaling import count_drops, fit_power_law, power_law_test, predi
 from nqf.theory.solutions import predict
 from nqf.theory.stability import hessian_at_minimum, max_stable_lr
 from nqf.theory.staircase import staircase, staircase_from_init
-from nqf.theory.taylor import ZGZWarning, expansion, structure_matrix
+from nqf.theory.taylor import expansion, structure_matrix
+from nqf.errors import ZGZWarning
 from nqf.training.loop import log_step_grid, train
 
 NAN = float("nan")
@@ -540,7 +541,7 @@ def test_valid_calls_the_audit_found_refused_or_misread_now_work():
 
 def test_open_runs_names_a_run_file_that_is_not_netcdf(tmp_path):
     """A broken file among the runs is named (ResultFileError, with its rule), not a raw netCDF4/xarray error."""
-    from nqf.io.netcdf import ResultFileError
+    from nqf.errors import ResultFileError
 
     folder = tmp_path / "runs" / "exp"
     write_dataset(xr.Dataset({"loss": ("step", np.ones(3))}, coords={"step": [0, 1, 2]}, attrs={"run": "a"}),

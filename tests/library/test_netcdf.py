@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from nqf.io.netcdf import ResultFileError, config_of, open_result, write_dataset
+from nqf.io.netcdf import config_of, open_result, write_dataset
+
+from nqf.errors import ResultFileError
 
 
 def sample():

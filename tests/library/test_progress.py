@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from nqf.training.approximation import train_online_side_by_side
-from nqf.architectures.deep import DeepMLP, train_deep_trio
+from nqf.training.deep import DeepMLP, train_deep_trio
 from nqf.experiments import teacher_student as ts
 from nqf.training.loop import progress_message, train
 

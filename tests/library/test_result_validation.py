@@ -11,7 +11,8 @@ import xarray as xr
 from helpers import kind_config
 from nqf.pipeline.jobs import set_aside
 from nqf.pipeline.validate import check_derived, expected_config, open_stage, problems, with_data_config
-from nqf.io.netcdf import HOST, ResultFileError, write_dataset
+from nqf.io.netcdf import HOST, write_dataset
+from nqf.errors import ResultFileError
 from nqf.pipeline import results_check
 
 
@@ -307,7 +308,8 @@ def test_a_full_disk_is_one_sentence_and_leaves_no_temporary(tmp_path):
 
     code = textwrap.dedent(f"""
         import resource, signal, numpy as np, xarray as xr
-        from nqf.io.netcdf import ResultWriteError, write_dataset, write_text
+        from nqf.io.netcdf import write_dataset, write_text
+        from nqf.errors import ResultWriteError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
         for write in (lambda: write_dataset(xr.Dataset({{"x": ("i", np.random.default_rng(0).normal(size=9000))}}),

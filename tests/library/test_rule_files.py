@@ -53,7 +53,7 @@ def test_a_crash_in_a_job_leaves_its_traceback_in_the_rule_log(tmp_path):
 
 
 def test_a_user_error_in_a_job_is_one_sentence_in_the_log(tmp_path):
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
     from nqf.pipeline.jobs import job
 
     log_path = tmp_path / "rule.log"

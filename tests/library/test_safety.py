@@ -90,7 +90,7 @@ def test_nqfs_config_reader_builds_only_plain_values(tmp_path):
     """The strict reader is PyYAML's safe loader (SafeConstructor: no tag builds a Python object)."""
     import yaml
 
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
     from nqf.pipeline.config_files import _StrictLoader, read_config_file
 
     assert issubclass(_StrictLoader, yaml.constructor.SafeConstructor)
@@ -107,7 +107,7 @@ def test_snakemake_runs_a_yte_config_before_nqf_can_refuse_it(tmp_path):
     a YTE template's Python; nqf's reader then refuses the file, too late to stop it."""
     from snakemake.common.configfile import load_configfile
 
-    from nqf.pipeline.config import ConfigError
+    from nqf.errors import ConfigError
     from nqf.pipeline.config_files import read_config_file
 
     marker = tmp_path / "ran"

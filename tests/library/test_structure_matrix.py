@@ -13,7 +13,8 @@ import torch
 
 import nqf
 from nqf.architectures import TwoLayerMLP
-from nqf.theory.taylor import NotSmoothError, ZGZWarning, check_smooth
+from nqf.theory.taylor import check_smooth
+from nqf.errors import NotSmoothError, ZGZWarning
 
 F64 = torch.float64
 

@@ -122,7 +122,7 @@ def quiet_train(*args, **kwargs):
 
 
 def test_gd_above_the_stability_bound_warns_that_it_did_not_settle():
-    from nqf._checks import NQFWarning
+    from nqf.errors import NQFWarning
 
     form, y, W0 = readme_diagonal_data()
     with pytest.warns(NQFWarning, match=r"did not settle: .* lr = 0.3 is above the stability bound "
@@ -153,7 +153,7 @@ def test_gd_between_two_over_r1_and_the_end_point_bound_converges_without_a_warn
 
 @pytest.mark.parametrize("dtype, eps", [(torch.float16, "0.00098"), (torch.bfloat16, "0.0078")])
 def test_half_precision_warns_of_its_loss_floor_and_records_float32(dtype, eps):
-    from nqf._checks import NQFWarning
+    from nqf.errors import NQFWarning
 
     form, y, W0 = readme_diagonal_data()
     with pytest.warns(NQFWarning, match=rf"{dtype}, whose machine epsilon {eps} floors the loss .*torch.float32 or "

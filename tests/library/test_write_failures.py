@@ -18,7 +18,9 @@ import xarray as xr
 from nqf.pipeline import job_failures
 
 from nqf.io import write_failures
-from nqf.io.netcdf import ResultWriteError, write_dataset, write_text
+from nqf.io.write_failures import write_error
+from nqf.io.netcdf import write_dataset, write_text
+from nqf.errors import ResultWriteError
 
 FULL = "No space left on device"
 
@@ -156,7 +158,7 @@ def test_a_log_the_disk_cannot_take_is_said_once_in_nqfs_words(tmp_path, capsys,
             handler = next(h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler))
             handler.stream = type("FullStream", (), {"write": _full, "flush": _full, "close": lambda self: None})()
             logger.info("a progress message")
-            raise ResultWriteError("results/fits/fw.nc", OSError(errno.ENOSPC, FULL))
+            raise write_error("results/fits/fw.nc", OSError(errno.ENOSPC, FULL))
     err = capsys.readouterr().err
     assert err.count(f"nqf: Could not write {log}: the disk holding it is full") == 1
     assert "Logging error" not in err and "Traceback" not in err
@@ -228,7 +230,8 @@ def test_a_real_full_disk(tmp_path):
     disk.mkdir()
     code = textwrap.dedent(f"""
         import os, sys
-        from nqf.io.netcdf import ResultWriteError, write_text
+        from nqf.io.netcdf import write_text
+        from nqf.errors import ResultWriteError
         fd = os.open({str(disk / 'filler')!r}, os.O_WRONLY | os.O_CREAT)
         try:
             while True:

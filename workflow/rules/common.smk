@@ -16,8 +16,9 @@ from nqf import experiments as nqf_experiments
 from nqf.io import provenance as nqf_provenance
 from nqf.pipeline import reproduction as nqf_reproduction
 from nqf.pipeline import report_html as nqf_report_html
-from nqf.pipeline.config import ConfigError, load_workflow_config, validate_config
-from nqf.pipeline.machine import cluster_executor
+from nqf.pipeline.config import load_workflow_config, validate_config
+from nqf.errors import ConfigError
+from nqf.experiments.machine import cluster_executor
 
 DEFAULT_CONFIG = Path(workflow.basedir) / "config" / "config.yaml"
 

@@ -1,7 +1,7 @@
 """Rule data: build an experiment's inputs, targets and structure matrices."""
 from nqf.experiments import kind_of
-from nqf.pipeline.jobs import job
 from nqf.io.netcdf import write_dataset
+from nqf.pipeline.jobs import job
 
 cfg = snakemake.params.cfg  # noqa: F821 (injected by Snakemake)
 with job(snakemake.log[0], "data"):  # noqa: F821

@@ -4,11 +4,11 @@ from pathlib import Path
 
 from nqf.experiments import figure_of, merge_seed_blocks
 from nqf.experiments.common import summary_csv, summary_rows
-from nqf.experiments.divergence import divergence_figure, diverged_runs
+from nqf.experiments.divergence import diverged_runs, divergence_figure
+from nqf.io.netcdf import write_text
 from nqf.pipeline.jobs import job
 from nqf.pipeline.report_html import claims_page
 from nqf.pipeline.validate import open_stage
-from nqf.io.netcdf import write_text
 
 cfg, style = snakemake.params.cfg, snakemake.params.style  # noqa: F821
 exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821

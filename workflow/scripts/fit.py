@@ -3,10 +3,15 @@ from pathlib import Path
 
 from nqf.experiments import kind_of, merge_seed_blocks, reading_of
 from nqf.experiments.common import with_reading
-from nqf.experiments.divergence import divergence_fit, diverged_runs
-from nqf.pipeline.jobs import job
-from nqf.pipeline.validate import RUN_DIMS_OF_STRUCTURE, check_derived, open_stage, with_data_config
+from nqf.experiments.divergence import diverged_runs, divergence_fit
 from nqf.io.netcdf import write_dataset
+from nqf.pipeline.jobs import job
+from nqf.pipeline.validate import (
+    RUN_DIMS_OF_STRUCTURE,
+    check_derived,
+    open_stage,
+    with_data_config,
+)
 
 cfg = snakemake.params.cfg  # noqa: F821
 exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821

@@ -2,11 +2,11 @@
 verdicts of the report's front page (results/reproduction_verdicts.html)."""
 import datetime
 
+from nqf.io.netcdf import write_text
 from nqf.pipeline.jobs import job
 from nqf.pipeline.report_html import verdicts_fragment
 from nqf.pipeline.reproduction import collect, html_page, markdown
 from nqf.pipeline.validate import open_stage
-from nqf.io.netcdf import write_text
 
 params = snakemake.params.experiments  # noqa: F821
 with job(snakemake.log[0], "reproduction") as log:  # noqa: F821

@@ -1,8 +1,8 @@
 """Rule structure: Lotka-Volterra reduction and A(x) statistics from the data file."""
 from nqf.experiments import has_own_structure, structure_of
+from nqf.io.netcdf import write_dataset
 from nqf.pipeline.jobs import job
 from nqf.pipeline.validate import open_stage, with_data_config
-from nqf.io.netcdf import write_dataset
 
 cfg = snakemake.params.cfg  # noqa: F821
 exp_cfg = snakemake.config["experiments"][snakemake.wildcards.exp]  # noqa: F821

@@ -1,5 +1,5 @@
 """Rule structure_figure: A(x) of every architecture side by side."""
-from nqf.architectures import plot_structure_matrices
+from nqf.plotting.structure_matrices import plot_structure_matrices
 from nqf.pipeline.jobs import job
 
 style = snakemake.params.style  # noqa: F821

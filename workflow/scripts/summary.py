@@ -1,8 +1,8 @@
 """Rule summary: results/summary.csv, one row per checked claim."""
 from nqf.experiments.common import summary_csv, summary_rows
+from nqf.io.netcdf import write_text
 from nqf.pipeline.jobs import job
 from nqf.pipeline.validate import open_stage
-from nqf.io.netcdf import write_text
 
 experiments = snakemake.config["experiments"]  # noqa: F821
 with job(snakemake.log[0], "summary") as log:  # noqa: F821

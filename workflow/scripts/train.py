@@ -10,13 +10,17 @@ from pathlib import Path
 
 import torch
 
+from nqf.errors import TrainingDiverged
 from nqf.experiments import kind_of, split_run_id
-from nqf.experiments.divergence import diverged_run, stable_lr_clause, structure_for_hint
-from nqf.pipeline.jobs import job
-from nqf.pipeline.validate import open_stage, with_data_config
+from nqf.experiments.divergence import (
+    diverged_run,
+    stable_lr_clause,
+    structure_for_hint,
+)
 from nqf.io.netcdf import open_result, write_dataset
 from nqf.io.runs import with_run_coordinates
-from nqf.training.loop import TrainingDiverged
+from nqf.pipeline.jobs import job
+from nqf.pipeline.validate import open_stage, with_data_config
 
 cfg = snakemake.params.cfg  # noqa: F821
 run = snakemake.wildcards.run  # noqa: F821

@@ -9,7 +9,6 @@ import xarray as xr
 
 from nqf.experiments.deep import LABELS, MODELS, TITLES, run_id
 
-
 COLORS = {"deep": "k", "nqf2": "C1", "nqf1": "C4"}
 
 

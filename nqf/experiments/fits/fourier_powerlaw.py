@@ -56,7 +56,13 @@ def finite_record(run: xr.Dataset, j: int) -> tuple[np.ndarray, np.ndarray]:
 def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """Fitted exponents with bootstrap intervals beside the predictions, window sensitivity, the
     raw MLP's power-law test, the Fourier MLP's departure from its NQF, and the claims."""
-    from nqf.experiments.common import Claim, ErrorBudget, claims_dataset, run_too_short, steps_to_reach
+    from nqf.experiments.common import (
+        Claim,
+        ErrorBudget,
+        claims_dataset,
+        run_too_short,
+        steps_to_reach,
+    )
     from nqf.experiments.powerlaw import SHIFTS
     from nqf.theory.scaling import fit_power_law, power_law_test, window_sensitivity
 

@@ -8,10 +8,22 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import LAG_MARGIN, Claim, ErrorBudget, claims_dataset, run_too_short, steps_to_reach
+from nqf.experiments.common import (
+    LAG_MARGIN,
+    Claim,
+    ErrorBudget,
+    claims_dataset,
+    run_too_short,
+    steps_to_reach,
+)
 from nqf.theory.ignition import ignition_times, predicted_ignition_times
 from nqf.theory.losses import flow_lr
-from nqf.theory.mode_theory import coupled_faster, effective_amplitudes, slope_fit, std_relative_error
+from nqf.theory.mode_theory import (
+    coupled_faster,
+    effective_amplitudes,
+    slope_fit,
+    std_relative_error,
+)
 
 KIND = __name__.rpartition(".")[2]  # the kind whose fit stage this is (this module imports no kind)
 SOURCE_THM8 = "Theorem 8 (ignition time)"

@@ -265,8 +265,10 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
     import numpy as np
 
     from nqf import _checks
+    from nqf.errors import TrainingDiverged
     from nqf.theory.losses import loss_factor
-    from nqf.training.loop import _record_grid, progress_message, TrainingDiverged, make_optimizer
+    from nqf.theory.step_grid import record_grid
+    from nqf.training.loop import make_optimizer, progress_message
 
     lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
     steps = _checks.integer("steps", steps, minimum=1)
@@ -284,7 +286,7 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
               "nqf1": [w.detach().requires_grad_() for w in model.collapse(W0)]}
     fns = {"deep": model.forward, "nqf2": model.nqf, "nqf1": model.nqf_one}
     opt = make_optimizer(optimizer, [p for ps in params.values() for p in ps], lr, momentum)
-    grid = _record_grid(record_steps, steps)
+    grid = record_grid(record_steps, steps)
     out = {f"{s}_{n}": [] for s in ("train", "test") for n in fns}
     out["truncation"] = []
     nxt, t0, last = 0, time.perf_counter(), time.perf_counter()

@@ -275,14 +275,6 @@ def symmetric_psd(name: str, C: np.ndarray, *, context: str = "") -> None:
                          f"{low:.3g} (allowed down to -{PSD_RTOL:g} * max|{name}| = {-PSD_RTOL * scale:.3g}).")
 
 
-def same_size(names: tuple[str, ...], arrays: tuple[np.ndarray, ...], what: str = "entries") -> None:
-    """Refuse 1-D arrays of different lengths (no silent broadcasting of a length-1 array)."""
-    sizes = [a.shape[0] if a.ndim else 1 for a in arrays]
-    if len(set(sizes)) > 1:
-        parts = ", ".join(f"{n} has {s}" for n, s in zip(names, sizes))
-        raise ValueError(f"{', '.join(names[:-1])} and {names[-1]} must have one {what} each per mode; {parts}.")
-
-
 def device(name: str, value):
     """A torch.device from 'auto', 'cpu', 'cuda' or 'cuda:<n>' (or a torch.device), refusing a
     CUDA device that this machine does not have (instead of torch's assertion at first use)."""

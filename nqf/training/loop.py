@@ -175,9 +175,7 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     n_samples = (_checks.integer("loss_samples", loss_samples, minimum=1) if loss_samples is not None
                  else int(y.shape[0]))
     factor = loss_factor(loss, n_samples)
-    if record is None:
-        def record(mod):
-            return {"M": mod.order_parameter()} if hasattr(mod, "order_parameter") else {}
+    record = record or _order_parameter_record
     with torch.no_grad():  # step 0's record, taken now to size the trajectory before any grid is built
         probe = record(model)
     n_points = min(n_record, steps + 1) if record_steps is None else int(np.size(record_steps))
@@ -186,26 +184,60 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
         _half_precision_warning(model, y, dtype)
     grid = log_step_grid(steps, n_record) if record_steps is None else record_grid(record_steps, steps)
     opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
-    scale = None
-    if lr_scale is not None:
-        if optimizer not in ("gd", "momentum"):
-            raise ValueError(f"lr_scale (a learning rate per replica) applies to gd and momentum, whose update is "
-                             f"linear in the gradient; got optimizer {optimizer!r}.")
-        factors = _checks.array("lr_scale", lr_scale, ndim=1, nonempty=True)
-        if np.any(factors <= 0):
-            raise ValueError(f"lr_scale must be > 0 for every replica; got {_checks.describe(factors)}.")
-        scale = torch.as_tensor(factors, dtype=dtype, device=device)
+    scale = _replica_lr_scale(lr_scale, optimizer, dtype, device)
+    losses, recorded, (tail, first) = _run_steps(
+        model, y, params, opt, grid, record, probe, steps=steps, lr=lr, factor=factor, scale=scale,
+        direct_gd=optimizer == "gd" and weight_decay == 0.0, progress_seconds=progress_seconds,
+        divergence_hint=divergence_hint)
+    if optimizer == "gd" and weight_decay == 0.0:
+        _warn_unsettled(model, y, tail, first, lr=lr, factor=factor, scale=scale, loss=loss, dtype=dtype)
+    ds = _trajectory_dataset(grid, losses, recorded, lr=lr, factor=factor, scale=scale,
+                             replica_dim=replica_dim, replica_coords=replica_coords)
+    ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
+                    weight_decay=weight_decay, loss_convention=loss, loss_factor=factor,
+                    loss_convention_formula=describe(loss, n_samples))
+    return ds
+
+
+def _order_parameter_record(model) -> dict:
+    """train's default record: ``M`` = W W^T where the model has ``order_parameter``."""
+    return {"M": model.order_parameter()} if hasattr(model, "order_parameter") else {}
+
+
+def _replica_lr_scale(lr_scale, optimizer: str, dtype, device):
+    """lr_scale as a tensor of per-replica factors (None where not given), refused for optimizers
+    whose update is not linear in the gradient."""
+    import torch
+
+    if lr_scale is None:
+        return None
+    if optimizer not in ("gd", "momentum"):
+        raise ValueError(f"lr_scale (a learning rate per replica) applies to gd and momentum, whose update is "
+                         f"linear in the gradient; got optimizer {optimizer!r}.")
+    factors = _checks.array("lr_scale", lr_scale, ndim=1, nonempty=True)
+    if np.any(factors <= 0):
+        raise ValueError(f"lr_scale must be > 0 for every replica; got {_checks.describe(factors)}.")
+    return torch.as_tensor(factors, dtype=dtype, device=device)
+
+
+def _run_steps(model, y, params, opt, grid, record, probe, *, steps: int, lr: float, factor: float, scale,
+               direct_gd: bool, progress_seconds: float, divergence_hint: str):
+    """The training loop: steps 0..steps, the loss and ``record(model)`` kept at the steps of
+    ``grid``. Returns (losses, recorded, (tail, first)): the recorded losses and values as lists
+    of host arrays, and GD's last per-step losses and its first one (for the settling check)."""
+    import torch
+
     losses, recorded = [], {}
     # GD's last per-step losses (device tensors, no sync): a rise there means it did not settle
     tail, first = collections.deque(maxlen=4), None
     next_idx, t0, last_report = 0, time.perf_counter(), time.perf_counter()
     # The loss is checked for finiteness at every step on the CPU (so the reported step is the
     # first bad one); elsewhere every 32 steps, to avoid a host-device sync per step.
-    check_every = 1 if device.type == "cpu" else 32
+    check_every = 1 if params[0].device.type == "cpu" else 32
     analytic = hasattr(model, "loss_and_grad") and len(params) == 1
     # Plain GD with an analytic gradient is one in-place update: torch.optim's bookkeeping would
     # double the cost of a step for the small models of the power-law experiments.
-    direct = analytic and optimizer == "gd" and weight_decay == 0.0
+    direct = analytic and direct_gd
     for step in range(steps + 1):
         if analytic:
             value, grad = model.loss_and_grad(y)
@@ -217,16 +249,8 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
         tail.append(value.detach())
         first = tail[0] if first is None else first
         if next_idx < len(grid) and step == grid[next_idx]:
-            loss_np = _numpy(value)
-            if not np.all(np.isfinite(loss_np)):
-                raise TrainingDiverged(step, loss_np, lr, divergence_hint)
-            losses.append(loss_np)
-            with torch.no_grad():
-                for key, val in (probe if step == 0 else record(model)).items():
-                    if key not in recorded and (val.ndim == 0 or val.shape[0] != loss_np.shape[0]):
-                        raise ValueError(f"record's {key!r} must have one row per replica, shape ({loss_np.shape[0]}, ...), "
-                                         f"like the loss; got shape {tuple(val.shape)} (add a leading axis: value[None]).")
-                    recorded.setdefault(key, []).append(_numpy(val))
+            losses.append(_record_step(model, value, record, probe if step == 0 else None, recorded, step, lr,
+                                       divergence_hint))
             next_idx += 1
         if step == steps:
             break
@@ -253,9 +277,29 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
                 raise TrainingDiverged(step, _numpy(cur), lr, divergence_hint)
             log.info("%s, mean loss %.4g", progress_message(step + 1, steps, now - t0), float(cur.mean()))
     log.info("trained %d steps in %.2f s", steps, time.perf_counter() - t0)
-    if optimizer == "gd" and weight_decay == 0.0:
-        _warn_unsettled(model, y, tail, first, lr=lr, factor=factor, scale=scale, loss=loss, dtype=dtype)
+    return losses, recorded, (tail, first)
 
+
+def _record_step(model, value, record, probe, recorded: dict, step: int, lr: float, divergence_hint: str):
+    """The loss of a recorded step as a host array (refused where not finite), and the values of
+    ``record(model)`` (``probe`` where already taken) appended to ``recorded``."""
+    import torch
+
+    loss_np = _numpy(value)
+    if not np.all(np.isfinite(loss_np)):
+        raise TrainingDiverged(step, loss_np, lr, divergence_hint)
+    with torch.no_grad():
+        for key, val in (probe if probe is not None else record(model)).items():
+            if key not in recorded and (val.ndim == 0 or val.shape[0] != loss_np.shape[0]):
+                raise ValueError(f"record's {key!r} must have one row per replica, shape ({loss_np.shape[0]}, ...), "
+                                 f"like the loss; got shape {tuple(val.shape)} (add a leading axis: value[None]).")
+            recorded.setdefault(key, []).append(_numpy(val))
+    return loss_np
+
+
+def _trajectory_dataset(grid, losses: list, recorded: dict, *, lr: float, factor: float, scale, replica_dim: str,
+                        replica_coords) -> xr.Dataset:
+    """train's result: the recorded loss and values over (replica, step), with the flow time."""
     n_rep = losses[0].shape[0]
     coords = {"step": ("step", grid.astype(np.int64)),
               "time": ("step", factor * lr * grid.astype(np.float64), {
@@ -266,16 +310,11 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
                   {"units": "1", "long_name": "training loss (1/m) sum (f - y)^2"})
     for key, vals in recorded.items():
         arr = np.stack(vals, axis=1)
-        extra = [f"{key}_dim{i}" for i in range(arr.ndim - 2)]
-        if key == "M":
-            extra = ["row", "col"]
+        extra = ["row", "col"] if key == "M" else [f"{key}_dim{i}" for i in range(arr.ndim - 2)]
         ds[key] = ((replica_dim, "step", *extra), arr)
     if "M" in ds:
         ds["M"].attrs.update(units="1", long_name="order parameter M = W W^T")
     if scale is not None:
         ds["lr"] = (replica_dim, lr * scale.cpu().numpy().astype(float), {
             "units": "1", "long_name": "learning rate of each replica (lr x lr_scale)"})
-    ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
-                    weight_decay=weight_decay, loss_convention=loss, loss_factor=factor,
-                    loss_convention_formula=describe(loss, n_samples))
     return ds

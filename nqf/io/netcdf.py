@@ -3,19 +3,13 @@
 Every file nqf writes is a self-describing xarray Dataset: CF attributes on variables
 (``units``, ``long_name``), global ``Conventions``/``title``/``source``/``history`` and
 provenance (nqf version, git commit, the config that produced it, package versions).
-Writes are atomic: the Dataset goes to a temporary file in the destination folder and is
-moved into place with ``os.replace``, so a killed job never leaves a file that looks finished;
-the temporary file's name holds the writer's pid and host, so that the next run can remove the
-leftover of a killed writer (nqf.pipeline.results_check).
+Writes are atomic (nqf.io.atomic): a killed job never leaves a file that looks finished.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import os
-import re
-import socket
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.errors import ResultFileError
+from nqf.io.atomic import HOST, TEMP_PATTERN, atomic_write, current_umask  # noqa: F401
 from nqf.io.cf_names import describe_variables
 from nqf.io.provenance import (  # noqa: F401
     COMMAND_VARIABLE,
@@ -36,10 +31,6 @@ from nqf.io.provenance import (  # noqa: F401
 from nqf.io.write_failures import out_of_space, write_error  # noqa: F401
 
 ENGINE = "netcdf4"
-# This machine's name as it appears in temporary file names (characters a file name may hold).
-HOST = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "localhost"
-# ``.<name>.<pid>@<host>.<random>.tmp``: the temporary file of an atomic write (:func:`temporary_beside`).
-TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)@(?P<host>[A-Za-z0-9.-]+)\.[A-Za-z0-9_]+\.tmp$")
 
 
 def dataset(name: str, ds) -> xr.Dataset:
@@ -64,36 +55,6 @@ def _attr_value(value: Any) -> Any:
 
 def _clean_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _attr_value(v) for k, v in attrs.items() if v is not None}
-
-
-def current_umask() -> int:
-    """The process's file-mode creation mask (read without changing it where Linux allows)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)  # elsewhere: set and restore (the only portable way to read it)
-    os.umask(mask)
-    return mask
-
-
-def temporary_beside(path: Path) -> tuple[int, str]:
-    """A new hidden temporary file beside ``path`` whose name says who writes it,
-    ``.<name>.<pid>@<host>.<random>.tmp`` (:data:`TEMP_PATTERN`): a later run removes one whose
-    writer is dead (nqf.pipeline.results_check) without touching one a running job still writes.
-
-    mkstemp creates the file with mode 0600 whatever the umask; it gets the mode an ordinary
-    ``open`` would give (0666 minus the umask, 0644 under umask 022), so that the file renamed
-    into place is readable by a collaborator as the umask intends (a shared results folder)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{HOST}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())
-    except OSError:
-        pass  # a file system without modes (FAT, some network mounts) refuses chmod: the file stays 0600
-    return fd, tmp
 
 
 # A text-valued dimension coordinate (e.g. ``architecture``) is written as the label variable
@@ -175,49 +136,14 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     # text as CF character arrays (NC_CHAR, readable by every netCDF tool and CF checker)
     encoding.update({name: {"dtype": "S1", "char_dim_name": f"{name}_strlen"}
                      for name, var in ds.variables.items() if var.dtype.kind in "USO"})
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = temporary_beside(path)
-        os.close(fd)
-        ds.to_netcdf(tmp, engine=ENGINE, encoding=encoding)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        failed_write(path, tmp, exc)
-        raise
-    return path
-
-
-def failed_write(path: Path, tmp: str | None, exc: BaseException) -> None:
-    """Remove the temporary file of a failed write and raise :class:`ResultWriteError` where the
-    user can fix the cause (nqf.io.write_failures: a full disk, a quota, a file size limit, no
-    permission); else return, and the caller re-raises ``exc``."""
-    if tmp is not None:
-        try:
-            os.remove(tmp)
-        except FileNotFoundError:
-            pass
-    error = write_error(path, exc)
-    if error is not None:
-        raise error from exc
+    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine=ENGINE, encoding=encoding))
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write a text file atomically (temporary file in the same folder, then os.replace)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str (written as UTF-8); got a {type(text).__name__}.")
-    path = Path(path)
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = temporary_beside(path)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        failed_write(path, tmp, exc)
-        raise
-    return path
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def open_result(path: str | os.PathLike, *, made_by: str | None = None,

@@ -4,7 +4,7 @@ side."""
 from __future__ import annotations
 
 import contextlib
-import os
+import functools
 from pathlib import Path
 
 import matplotlib
@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 
-from nqf.io.netcdf import failed_write, temporary_beside  # noqa: E402
+from nqf.io.atomic import atomic_write  # noqa: E402
 from nqf.plotting import layout as plot_layout  # noqa: E402
 
 THEORY = {"linestyle": "--", "linewidth": 1.2}
@@ -58,6 +58,12 @@ def finish(fig) -> None:
     plot_layout.place_legends(fig)
 
 
+def _pdf(path: str, pages) -> None:
+    with PdfPages(path) as pdf:
+        for page in pages:
+            pdf.savefig(page)
+
+
 def save(fig, paths, *, pdf_pages=()) -> None:
     """:func:`finish` ``fig`` and save it to each path (format from the suffix) atomically, then
     close it. ``pdf_pages``: further figures (finished the same way) that a PDF gets as its
@@ -65,20 +71,9 @@ def save(fig, paths, *, pdf_pages=()) -> None:
     for page in (fig, *pdf_pages):
         finish(page)
     for path in map(Path, paths):
-        tmp = None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = temporary_beside(path)  # named for the sweep of dead writers' leftovers, umask honoured
-            os.close(fd)
-            if path.suffix == ".pdf" and pdf_pages:
-                with PdfPages(tmp) as pdf:
-                    for page in (fig, *pdf_pages):
-                        pdf.savefig(page)
-            else:
-                fig.savefig(tmp, format=path.suffix.lstrip("."))
-            os.replace(tmp, path)
-        except BaseException as exc:
-            failed_write(path, tmp, exc)  # a full disk, a quota, no permission: one sentence
-            raise
+        if path.suffix == ".pdf" and pdf_pages:
+            atomic_write(path, lambda tmp: _pdf(tmp, (fig, *pdf_pages)))
+        else:
+            atomic_write(path, functools.partial(fig.savefig, format=path.suffix.lstrip(".")))
     for page in (fig, *pdf_pages):
         plt.close(page)

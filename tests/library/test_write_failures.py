@@ -76,23 +76,10 @@ def test_every_writer_says_the_disk_is_full(writer, tmp_path, monkeypatch):
         import matplotlib.figure
 
         monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _full)
-    else:
-        real = os.fdopen
+    else:  # the text itself fails to go to the temporary file (which is then removed)
+        from pathlib import Path
 
-        class Full:
-            def __init__(self, fh):
-                self.fh = fh
-
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                self.fh.close()
-
-            def write(self, text):
-                _full()
-
-        monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: Full(real(fd, *a, **k)))
+        monkeypatch.setattr(Path, "write_text", _full)
     path = tmp_path / "results" / ("out.png" if writer == "figure" else "out.nc")
     with pytest.raises(ResultWriteError) as failed:
         write(path)

@@ -420,11 +420,13 @@ def fit_power_law(t, loss, window, *, n_boot: int = 2000, seed: int = 0, n_grid:
         lo = hi = math.nan
         method = "none"
     elif S >= 2:
+        # scipy.stats.bootstrap(method="percentile") draws the same resamples from the same Generator;
+        # its ends differ from these in the last bits (percentile vs quantile position; tests/library/test_scaling.py)
         idx = rng.integers(0, S, size=(n_boot, S))
         boots = per_seed[idx].mean(axis=1)
         lo, hi = np.quantile(boots, [q, 1 - q])
         method = f"percentile bootstrap over {S} seeds ({n_boot} resamples)"
-    else:
+    else:  # a moving-block bootstrap: scipy.stats.bootstrap resamples points independently, not blocks
         slope, intercept = np.polyfit(u, mean_curve, 1)
         fitted = slope * u + intercept
         resid = mean_curve - fitted

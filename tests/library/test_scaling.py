@@ -124,6 +124,22 @@ def test_fit_recovers_exponent_and_ci_covers_it():
     assert hits / 200 >= 0.85
 
 
+def test_seed_bootstrap_is_scipys_percentile_bootstrap():
+    """The interval over seeds is scipy.stats.bootstrap's percentile interval for the same seed:
+    the same resamples; the ends agree to round-off (nqf keeps its own three lines so that the
+    summary's tolerances stay bit-identical; scipy places the quantile through percent)."""
+    from scipy import stats
+
+    t = np.geomspace(1, 1e4, 400)
+    for S, seed, confidence in ((2, 0, 0.95), (5, 11, 0.95), (16, 3, 0.99)):
+        rng = np.random.default_rng(S)
+        loss = t ** -(0.5 + 0.05 * rng.normal(size=(S, 1))) * np.exp(0.02 * rng.normal(size=(S, t.size)))
+        fit = fit_power_law(t, loss, (10, 1000), seed=seed, confidence=confidence)
+        ci = stats.bootstrap((fit.per_seed,), np.mean, n_resamples=2000, confidence_level=confidence,
+                             method="percentile", random_state=np.random.default_rng(seed)).confidence_interval
+        np.testing.assert_allclose([fit.ci_low, fit.ci_high], [ci.low, ci.high], rtol=1e-14, atol=0)
+
+
 def test_single_curve_fit_is_exact_and_has_a_block_bootstrap_ci():
     t = np.geomspace(0.5, 5e3, 200)
     fit = fit_power_law(t, 3.0 * t ** -0.8, (1.0, 1e3))

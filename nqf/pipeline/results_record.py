@@ -27,6 +27,9 @@ import json
 import os
 from pathlib import Path
 
+from nqf.errors import ResultWriteError
+from nqf.io.atomic import atomic_write
+
 RECORD = Path(".snakemake") / "nqf_results.json"
 SKIP_PARTS = ("logs", "benchmarks")
 FORMAT = 1
@@ -89,11 +92,8 @@ def force_regeneration(workflow, paths) -> list[str]:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _stat(path: Path) -> tuple[int, int, int] | None:
@@ -136,12 +136,10 @@ def update(results: str | os.PathLike = "results", record: str | os.PathLike = R
         except OSError:
             continue
         hashed += 1
+    text = json.dumps({"format": FORMAT, "files": files})
     try:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"format": FORMAT, "files": files}))
-        os.replace(tmp, record)
-    except OSError:
+        atomic_write(record, lambda tmp: Path(tmp).write_text(text))
+    except (OSError, ResultWriteError):
         pass
     return hashed
 

@@ -45,13 +45,7 @@ def write_config(tmp_path, **changes):
     return out
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    work = tmp_path_factory.mktemp("wf")
-    cfg = work / "test.yaml"
-    cfg.write_text((ROOT / "config" / "test.yaml").read_text())
-    snakemake(work, "--configfile", str(cfg))
-    return work, cfg
+# `finished` (a finished config/test.yaml run, shared with the other workflow tests): conftest.py
 
 
 def test_all_outputs_and_passing_claims(finished):
@@ -331,7 +325,7 @@ def test_provenance_names_the_command_and_the_workflow_commit(finished):
 
 def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):
     """nqf.open_runs per experiment of config/test.yaml (a selection where its runs differ in
-    shape, as the README's table says): one Dataset along `run`, the run parameters as
+    shape, as docs/results.md's table says): one Dataset along `run`, the run parameters as
     coordinates, no NaN but the padding a kind declares, no warning; and the raw
     xr.open_mfdataset recipe gives the same."""
     import warnings
@@ -362,20 +356,3 @@ def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):
     with pytest.raises(ValueError, match=r"dimension 'mode' differs between runs .* open_runs\('collapse', architecture="):
         open_runs("collapse", res)
 
-
-def test_readme_opening_results_blocks_run_on_a_finished_run(finished):
-    """Every ```python block of the README's "Opening results" runs as written, in order, in the
-    directory of a finished config/test.yaml run (a fresh interpreter; nqf's and xarray's warnings
-    are errors), and the plain open_mfdataset recipe equals open_runs."""
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("\n## Opening results\n")
-    blocks = re.findall(r"```python\n(.*?)```", readme[start:readme.index("\n## ", start + 1)], flags=re.S)
-    assert len(blocks) >= 2
-    check = ("\nimport xarray as _xr\n_xr.testing.assert_allclose(raw.load().drop_attrs(), comp.drop_attrs())\n"
-             "assert comp.sizes['run'] == 2 and comp.eps.dims == ('run',)\n")
-    script = finished[0] / "readme_results.py"
-    script.write_text("import matplotlib\nmatplotlib.use('Agg')\n" + "\n".join(blocks) + check)
-    flags = ["-W", "error::UserWarning", "-W", "error::FutureWarning", "-W", "error::RuntimeWarning"]
-    proc = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True, timeout=300,
-                          cwd=finished[0])
-    assert proc.returncode == 0, proc.stderr[-3000:]

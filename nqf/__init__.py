@@ -1,6 +1,6 @@
 """nqf: Neural Quadratic Forms (Ziyin, Xu, Poggio, Chuang, arXiv 2608.13335) as a library.
 
-The top level holds the names a first session needs (the README's tour); everything else is
+The top level holds the names a first session needs (the tour of docs/library.md); everything else is
 imported from its submodule (``nqf.theory.closed_forms.theorem5``, ``nqf.theory.scaling.power_law_test``,
 ``nqf.theory.staircase.staircase_from_init``, ``nqf.training.loop.log_step_grid``, ...).
 

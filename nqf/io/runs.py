@@ -9,7 +9,7 @@ Runs of one experiment record the same number of steps but not always the same s
 a smaller eps is longer): their ``step`` axes would align by an outer join into NaN padding.
 :func:`by_record` relabels that axis by the record index (``record``; ``step`` and ``time`` stay
 as coordinates along it), which is what :func:`open_runs` does when the steps differ, and what
-``xr.open_mfdataset(..., preprocess=nqf.io.runs.by_record)`` does by hand (README, "Opening results").
+``xr.open_mfdataset(..., preprocess=nqf.io.runs.by_record)`` does by hand (docs/results.md).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ otherwise than it shows (017 as octal 15, 3:20 as base-60 200), a YTE template, 
 that is not UTF-8, empty, larger than ``MAX_BYTES``, not a mapping, or that expands past
 ``nqf.pipeline.config_values.MAX_NODES`` values (an alias bomb). YAML is read with a SafeLoader subclass
 (no tag can build a Python object, nothing is executed); nqf cannot stop what Snakemake
-evaluates before it (see the README's security note).
+evaluates before it (see docs/security.md).
 """
 from __future__ import annotations
 

@@ -242,7 +242,7 @@ def remove_stale_temporaries(results: str | os.PathLike = "results") -> list[Pat
 
 def lock_hint(workdir: str | os.PathLike = ".") -> str | None:
     """A sentence when Snakemake's lock files exist (left by a killed snakemake, or held by a
-    running one), pointing to the README's troubleshooting section; else None."""
+    running one), pointing to docs/troubleshooting.md; else None."""
     locks = Path(workdir) / ".snakemake" / "locks"
     try:
         n = sum(1 for p in locks.iterdir() if p.is_file())
@@ -252,7 +252,7 @@ def lock_hint(workdir: str | os.PathLike = ".") -> str | None:
         return None
     return (f"nqf: {locks} holds {n} lock file(s). If snakemake now stops with 'Directory cannot be locked' "
             f"and no other snakemake runs in this directory, a killed run left them: run `snakemake --unlock`, "
-            f"then the same command again (README, 'Troubleshooting').")
+            f"then the same command again (Troubleshooting: docs/troubleshooting.md).")
 
 
 # -- the other files of the DAG: figures, claims tables, summary, report ------------------------

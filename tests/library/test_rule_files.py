@@ -21,7 +21,7 @@ def rule_blocks():
 
 
 def test_every_job_rule_has_a_log_and_a_benchmark():
-    """The README says every job records its log and its time and memory (results/benchmarks)."""
+    """docs/workflow.md says every job records its log and its time and memory (results/benchmarks)."""
     rules = {(f, name): body for f, name, body in rule_blocks() if name != "all"}  # `all` runs no job
     assert len(rules) >= 9, rules.keys()
     missing = [f"{f}:{name} lacks {key}" for (f, name), body in rules.items()

@@ -9,7 +9,7 @@ this suite).
 What is not true, and is tested as a fact: a config file is code to Snakemake. Snakemake reads a
 --configfile itself before the Snakefile runs, and one with `__use_yte__: true` is a YTE template
 whose Python expressions it evaluates; nqf refuses such a file when it reads it, but only after
-Snakemake has run it. Run only configs you trust (README, "Security")."""
+Snakemake has run it. Run only configs you trust (docs/security.md)."""
 import re
 
 import numpy as np

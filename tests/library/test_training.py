@@ -105,7 +105,7 @@ def test_lr_scale_is_a_learning_rate_per_replica(optimizer):
 
 
 def readme_diagonal_data():
-    """The README's Theorem 6 data: diagonal C, r = (8, 4, 8/3, 2, 1.6, 4/3), so GD settles at the
+    """The Theorem 6 data of docs/library.md's tour: diagonal C, r = (8, 4, 8/3, 2, 1.6, 4/3), so GD settles at the
     end point only for lr < 2 / r_1 = 0.25."""
     rng = np.random.default_rng(1)
     Q, _ = np.linalg.qr(rng.standard_normal((400, 6)))

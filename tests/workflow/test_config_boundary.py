@@ -35,7 +35,7 @@ def test_non_finite_numbers_in_json_and_config_overrides_are_refused(tmp_path):
 
 
 def test_a_yte_configfile_runs_in_snakemake_and_is_then_refused(tmp_path):
-    """The fact the README's security note states: the template's expression has run (the marker
+    """The fact docs/security.md states: the template's expression has run (the marker
     file exists) although nqf refused the config before planning any job."""
     marker = tmp_path / "ran"
     cfg = tmp_path / "template.yaml"

@@ -738,7 +738,7 @@ def run_case(case: Case) -> None:
 
 
 def run_precheck(case: Case, tmp: Path, configfiles: list[str]) -> None:
-    """The same files and overrides through `python -m nqf check-config` (the README's pre-check
+    """The same files and overrides through `python -m nqf check-config` (the pre-check of docs/security.md
     for configs Snakemake itself cannot read): 'refused cleanly' is one 'Invalid configuration:'
     line, no traceback, within the bomb limits."""
     cmd = [sys.executable, "-m", "nqf", "check-config"]

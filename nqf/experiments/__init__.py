@@ -102,15 +102,15 @@ def kind_of(exp_cfg: dict) -> ModuleType:
 
 
 def figure_module(kind: str) -> ModuleType:
-    """The module nqf.experiments.figures.<kind> (the kind's figure stage), imported on first use."""
+    """The module nqf.experiments.<kind>.figure (the kind's figure stage), imported on first use."""
     if kind not in KINDS:
         raise ValueError(f"Unknown experiment kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}.")
-    return importlib.import_module(f"{__name__}.figures.{kind}")
+    return importlib.import_module(f"{__name__}.{kind}.figure")
 
 
 def figure_of(exp_cfg: dict):
     """The figure stage of an experiment's kind: ``figure(theory, fit, runs, cfg, paths, *,
-    font_size, dpi)`` of nqf.experiments.figures.<kind>."""
+    font_size, dpi)`` of nqf.experiments.<kind>.figure."""
     return figure_module(kind_of(exp_cfg).KIND).figure
 
 

@@ -1,5 +1,5 @@
 """The contract every experiment kind (a module ``nqf.experiments.<kind>`` and its figure module
-``nqf.experiments.figures.<kind>``) fulfils, as code.
+``nqf.experiments.<kind>.figure``) fulfils, as code.
 
 The workflow calls a kind's stages positionally, each with the config keys its ``STAGE_KEYS``
 entry names (the rule's ``params``) and nothing else:
@@ -37,7 +37,7 @@ SIGNATURES = {
 }
 # the figure module's stage function, likewise
 FIGURE_SIGNATURE = ("figure", 5, ("font_size", "dpi"))
-FIGURES_PACKAGE = "nqf.experiments.figures"
+KINDS_PACKAGE = "nqf.experiments"
 
 # optional member -> what it does (and, for functions, its positional arity)
 OPTIONAL = {
@@ -145,7 +145,7 @@ class ExperimentKind(Protocol):
 
 @runtime_checkable
 class KindFigure(Protocol):
-    """The member every figure module ``nqf.experiments.figures.<kind>`` defines."""
+    """The member every figure module ``nqf.experiments.<kind>.figure`` defines."""
 
     def figure(self, theory: Any, fit: Any, runs: dict, cfg: dict, paths: Any, *, font_size: float,
                dpi: int) -> None: ...
@@ -172,12 +172,13 @@ def _accepts(fn, positional: int, keywords=()) -> str | None:
 
 
 def figure_module_of(module: ModuleType) -> ModuleType | None:
-    """The figure module nqf.experiments.figures.<KIND> of a kind module, or None if there is none."""
-    name = f"{FIGURES_PACKAGE}.{getattr(module, 'KIND', None)}"
+    """The figure module nqf.experiments.<KIND>.figure of a kind module, or None if there is none."""
+    package = f"{KINDS_PACKAGE}.{getattr(module, 'KIND', None)}"
+    name = f"{package}.figure"
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name in (name, FIGURES_PACKAGE):
+        if exc.name in (name, package):
             return None
         raise
 
@@ -188,7 +189,7 @@ def problems(module: ModuleType, schema_keys: set[str] | None = None,
 
     ``schema_keys``: the config keys the kind's schema defines; when given, every key in
     ``STAGE_KEYS`` must be one of them (a stage cannot be handed a key that no config can set).
-    ``figures``: the kind's figure module; by default nqf.experiments.figures.<KIND>, imported.
+    ``figures``: the kind's figure module; by default nqf.experiments.<KIND>.figure, imported.
     """
     name = getattr(module, "__name__", repr(module))
     out = []
@@ -215,7 +216,7 @@ def problems(module: ModuleType, schema_keys: set[str] | None = None,
     figures = figure_module_of(module) if figures is None else figures
     fn_name, n_pos, keywords = FIGURE_SIGNATURE
     if figures is None:
-        out.append(f"{name} has no figure module {FIGURES_PACKAGE}.{getattr(module, 'KIND', '?')} "
+        out.append(f"{name} has no figure module {KINDS_PACKAGE}.{getattr(module, 'KIND', '?')}.figure "
                    f"(its figure stage {fn_name})")
     elif not callable(fn := getattr(figures, fn_name, None)):
         out.append(f"{figures.__name__} lacks the stage function {fn_name}")

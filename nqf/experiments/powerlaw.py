@@ -1,7 +1,7 @@
 """Helpers shared by the power-law kinds (``featurewise_powerlaw``, ``samplewise_powerlaw``):
 seeded and deterministic initial weights, a loss-only GD trainer of many replicas, the exponent
 refitted over shifted windows, the theory-stage exponent variables, the exponent claims with their
-error budgets (their log-log figure panel is in nqf.experiments.figures.powerlaw).
+error budgets (their log-log figure panel is in nqf.experiments.powerlaw_figure).
 
 Verdicts (summary rows): the paper's claim (e.g. Fig. 3 right), the theorem (9 or 11) with App. C's
 finite-eps correction, and the exact curve (Theorem 6 or Eq. 36) are each compared with the GD exponent within a tolerance built from the run's

@@ -1,5 +1,5 @@
 """Every registered experiment kind fulfils nqf.experiments.contract: its stage functions (the
-figure's in its figure module nqf.experiments.figures.<kind>) take the arguments the workflow
+figure's in its figure module nqf.experiments.<kind>.figure) take the arguments the workflow
 passes, its STAGE_KEYS cover the six stages and name only keys its schema defines; and the checker
 does catch a kind that breaks the contract."""
 import types
@@ -25,9 +25,10 @@ def test_every_kind_conforms(kind):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_the_figure_stage_lives_in_the_figure_module(kind):
-    assert figure_module(kind).__name__ == f"nqf.experiments.figures.{kind}"
+    assert figure_module(kind).__name__ == f"nqf.experiments.{kind}.figure"
     assert figure_of({"kind": kind}) is figure_module(kind).figure
-    assert not hasattr(KINDS[kind], "figure"), "the figure stage belongs in the figure module"
+    # the kind package's attribute `figure` is its figure module once imported, never a stage of its own
+    assert getattr(KINDS[kind], "figure") is figure_module(kind), "the figure stage belongs in the figure module"
 
 
 def _fake_kind(**changes) -> types.ModuleType:
@@ -43,7 +44,7 @@ def _fake_kind(**changes) -> types.ModuleType:
 
 
 def _fake_figures(**changes) -> types.ModuleType:
-    module = types.ModuleType("nqf.experiments.figures.fake")
+    module = types.ModuleType("nqf.experiments.fake.figure")
     module.figure = lambda theory, fit, runs, cfg, paths, *, font_size=9, dpi=150: None
     return _changed(module, changes)
 
@@ -76,9 +77,9 @@ def test_a_broken_kind_is_named(changes, message):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"figure": None}, "nqf.experiments.figures.fake lacks the stage function figure"),
+    ({"figure": None}, "nqf.experiments.fake.figure lacks the stage function figure"),
     ({"figure": lambda theory, fit, runs, cfg, paths: None},
-     "nqf.experiments.figures.fake.figure lacks the keyword argument(s) font_size, dpi"),
+     "nqf.experiments.fake.figure.figure lacks the keyword argument(s) font_size, dpi"),
     ({"figure": lambda theory, fit, runs, *, font_size, dpi: None},
      "figure takes 3-3 positional arguments, the workflow passes 5"),
 ])
@@ -88,8 +89,8 @@ def test_a_broken_figure_module_is_named(changes, message):
 
 
 def test_a_kind_without_a_figure_module_is_named():
-    found = problems(_fake_kind(), {"seeds"})  # there is no nqf.experiments.figures.fake
-    assert found == ["nqf.experiments.fake has no figure module nqf.experiments.figures.fake (its figure stage figure)"]
+    found = problems(_fake_kind(), {"seeds"})  # there is no nqf.experiments.fake.figure
+    assert found == ["nqf.experiments.fake has no figure module nqf.experiments.fake.figure (its figure stage figure)"]
 
 
 # -- every stage reads only the keys it is handed ---------------------------------------------

@@ -21,7 +21,7 @@ from nqf.data.datasets import load_digit_task, odd_even_targets
 from nqf.architectures.effective import effective_features, least_squares_nqf
 from nqf.experiments import real_data as rd
 from nqf.experiments import run_config, stage_config
-from nqf.experiments.fits import real_data as rd_fit
+from nqf.experiments.real_data import fitting as rd_fit
 
 ARCHS = ["mlp", "cnn", "qk_self_attention"]
 

@@ -1,7 +1,8 @@
 """The package's import graph, read from the source (ast, nothing imported): no module of nqf
 imports itself back through others (function-level imports included), no experiment kind
-imports another kind (nor does a kind's figure module or fit companion): shared code lives in the
-library or in nqf.experiments' helper modules; and no kind imports figure code."""
+imports another kind (no module of a kind's folder imports a module of another kind's folder): shared
+code lives in the library or in nqf.experiments' helper modules; and only figure modules import
+figure code."""
 import ast
 from pathlib import Path
 
@@ -76,27 +77,40 @@ def test_no_import_cycle_in_nqf():
 def test_no_kind_imports_another_kind():
     graph = import_graph()
     kinds = {f"nqf.experiments.{k}" for k in KINDS}
-    assert kinds <= set(graph), "every registered kind is a module of nqf.experiments"
+    assert kinds <= set(graph), "every registered kind is a package of nqf.experiments"
     crossing = {k: sorted(graph[k] & (kinds - {k})) for k in kinds if graph[k] & (kinds - {k})}
     assert not crossing, f"kinds importing other kinds: {crossing}"
 
 
-def test_a_kinds_figure_and_fit_modules_import_no_other_kind():
+def kind_folders(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Kind package nqf.experiments.<kind> -> its modules (the package and every module in its folder)."""
+    return {f"nqf.experiments.{k}": {m for m in graph if m == f"nqf.experiments.{k}"
+                                     or m.startswith(f"nqf.experiments.{k}.")} for k in KINDS}
+
+
+def test_a_kinds_modules_import_no_other_kind():
     graph = import_graph()
-    kinds = {f"nqf.experiments.{k}" for k in KINDS}
-    own = {f"nqf.experiments.{package}.{k}": f"nqf.experiments.{k}" for package in ("figures", "fits") for k in KINDS}
-    companions = {m: kind for m, kind in own.items() if m in graph}
-    assert {f"nqf.experiments.figures.{k}" for k in KINDS} <= set(companions), "every kind has a figure module"
-    crossing = {m: sorted(graph[m] & (kinds | set(own)) - {kind, f"nqf.experiments.fits.{kind.rpartition('.')[2]}"})
-                for m, kind in companions.items()}
-    assert not any(crossing.values()), f"figure or fit modules importing another kind: {crossing}"
+    folders = kind_folders(graph)
+    assert all(f"{kind}.figure" in modules for kind, modules in folders.items()), "every kind has a figure module"
+    crossing = {}
+    for kind, modules in folders.items():
+        others = set().union(*(mods for k, mods in folders.items() if k != kind))
+        for m in modules:
+            if graph[m] & others:
+                crossing[m] = sorted(graph[m] & others)
+    assert not crossing, f"modules of one kind importing another kind: {crossing}"
+
+
+def figure_modules(graph: dict[str, set[str]]) -> set[str]:
+    """The figure stages nqf.experiments.<kind>.figure and the panel the power-law kinds share."""
+    return {f"nqf.experiments.{k}.figure" for k in KINDS} | {"nqf.experiments.powerlaw_figure"}
 
 
 def test_no_kind_imports_figure_code():
     graph = import_graph()
-    figures = {m for m in graph if m.startswith("nqf.experiments.figures")}
+    figures = figure_modules(graph)
     outside = {m: sorted(graph[m] & figures) for m in graph if m not in figures and graph[m] & figures}
-    assert not outside, f"modules outside nqf.experiments.figures importing figure code: {outside}"
+    assert not outside, f"modules other than figure modules importing figure code: {outside}"
 
 
 # The package by concern, lowest first: a module imports only modules of its own package or of a

@@ -62,7 +62,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.errors import ConfigError
-from nqf.experiments.fits import init_scaling as fits
+from nqf.experiments.init_scaling import fitting as fits
 from nqf.experiments.matching import check_runs
 from nqf.experiments.machine import generic_estimate, seed_draw
 from nqf.theory.ignition import predicted_ignition_times, predicted_seed_scatter

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-from nqf.experiments.figures.powerlaw import loss_figure
+from nqf.experiments.powerlaw_figure import loss_figure
 
 
 def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,

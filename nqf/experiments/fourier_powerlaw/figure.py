@@ -10,7 +10,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.fits.fourier_powerlaw import geo_mean
+from nqf.experiments.fourier_powerlaw.fitting import geo_mean
 
 
 def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict,

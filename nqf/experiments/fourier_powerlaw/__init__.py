@@ -29,7 +29,7 @@ growth (1 + c lr r_k / 2)^2 instead of e^(c lr r_k)): 2 % at the theta = 0 windo
 to ``auto_horizon`` times the end of its own window (theta = 1 needs far more steps than theta = 0).
 
 What the fit finds at these settings (the window's extent, the exact curve's steepening inside it,
-why P = 104 is the default, the tanh's departure from its NQF): nqf.experiments.fits.fourier_powerlaw.
+why P = 104 is the default, the tanh's departure from its NQF): nqf.experiments.fourier_powerlaw.fitting.
 
 Computation: the features and the target are even about x = 1/2 on the grid, so the Fourier MLP
 and its NQF are evaluated on the M/2 + 1 distinct points with weights (exact; checked against the
@@ -46,7 +46,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.errors import ConfigError
-from nqf.experiments.fits import fourier_powerlaw as fits
+from nqf.experiments.fourier_powerlaw import fitting as fits
 from nqf.experiments.matching import check_runs
 from nqf.theory.fourier_modes import (
     designed_coefficients,

@@ -24,7 +24,7 @@ loss is a least-squares problem; the floor, and the test accuracy of the least-s
 are this kind's theory (Adam has no closure on M, Theorem 2 does not cover it). The structure
 stage also projects the data on the least-squares solution's singular modes (r, C of Eq. 32).
 
-Verdict (nqf.experiments.fits.real_data): "indistinguishable trajectories in both training loss
+Verdict (nqf.experiments.real_data.fitting): "indistinguishable trajectories in both training loss
 and test accuracy" holds for a pair when their seed-mean losses and test accuracies stay within
 their error budgets (agreement horizon) until the NQF has learned what it can learn (its test
 accuracy reaches the least-squares NQF's within the budget).
@@ -41,7 +41,7 @@ import xarray as xr
 from nqf.architectures import title
 from nqf.data.datasets import load_digit_task
 from nqf.errors import ConfigError
-from nqf.experiments.fits import real_data as fits
+from nqf.experiments.real_data import fitting as fits
 from nqf.experiments.matching import check_runs
 from nqf.training.loop import train
 
@@ -565,7 +565,7 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """Figure 7 judged as the paper compares (nqf.experiments.fits.real_data): the agreement horizon
+    """Figure 7 judged as the paper compares (nqf.experiments.real_data.fitting): the agreement horizon
     of the seed-mean train losses and test accuracies of each module and its NQF against the step
     at which the NQF has learned what it can; the screened readings likewise."""
     expected = {a: {"experiment_kind": KIND, "architecture": a, "n_test": cfg["n_test"]} for a in cfg["architectures"]}

@@ -1,8 +1,8 @@
 """HTML for the Snakemake report (``snakemake --report``): each experiment's checked claims as a
 table the report shows inline (``results/figures/{exp}.claims.html``, beside the CSV), and the
 verdicts on the report's front page (``results/reproduction_verdicts.html``, a fragment that
-workflow/report/workflow.rst inserts). Every text from a fit file or the config is escaped; the
-output is ASCII (other characters as character references), so it reads the same whether the
+workflow/report/workflow.rst inserts). The pages are Jinja2 templates (nqf/templates) with
+autoescaping on, so every text from a fit file or the config is escaped; the output is ASCII (other characters as character references), so it reads the same whether the
 report embeds it in its front page or shows it on its own.
 
 Config text also reaches the report through Snakemake itself, which escapes none of it:
@@ -19,8 +19,9 @@ Config text also reaches the report through Snakemake itself, which escapes none
 """
 from __future__ import annotations
 
-import html
+import functools
 import math
+import re
 import string
 import unicodedata
 
@@ -46,11 +47,19 @@ CLAIM_COLUMNS = (("quantity", "quantity"), ("checks", "checks"), ("reading", "re
 _NUMBERS = ("predicted", "measured", "rel_error")
 
 
-def _esc(value) -> str:
-    return html.escape(str(value), quote=True)
+@functools.cache
+def _templates():
+    """The page templates (nqf/templates, package data), every value autoescaped."""
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.PackageLoader("nqf", "templates"), autoescape=True,
+                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 
 
-def _ascii(text: str) -> str:
+def _render(template: str, **values) -> str:
+    """``template`` rendered as ASCII (other characters as character references), so that it reads
+    the same whether the report embeds it in its front page or shows it on its own."""
+    text = _templates().get_template(template).render(**values)
     return text.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
@@ -69,35 +78,18 @@ def _cell(key: str, row: dict) -> str:
         return _num(float(value)) if math.isfinite(float(value)) else "bound"
     if key == "passed":
         return "yes" if _passed(row) else "NO" if is_judged(row) else "not judged"
-    return _esc(value) if str(value) else "-"
+    return str(value) or "-"
 
 
 def claims_page(exp_id: str, rows: list[dict], *, description: str = "") -> str:
     """A standalone HTML page with the table of one experiment's checked claims (rows as
     :func:`nqf.experiments.common.summary_rows` gives them, or as csv.DictReader reads them back
     from the claims CSV); a missed row is highlighted."""
-    passed = sum(_passed(r) for r in rows)
-    unjudged = sum(not is_judged(r) for r in rows)
-    head = "".join(f"<th>{_esc(h)}</th>" for h, _ in CLAIM_COLUMNS)
-    body = []
-    for r in rows:
-        cells = "".join(f"<td>{_cell(key, r)}</td>" for _, key in CLAIM_COLUMNS)
-        body.append(f"<tr{'' if _passed(r) else ' class=miss' if is_judged(r) else ' class=open'}>{cells}</tr>")
-    title = f"Checked claims of {_esc(exp_id)}"
-    intro = (f"<p>{_esc(description) + ': ' if description else ''}{passed} of {len(rows)} rows pass"
-             + (f" ({unjudged} not judged: the run did not reach what they measure, neither a pass nor a miss)"
-                if unjudged else "") + ". "
-             "Numbers to 4 significant digits (the CSV of the same category has them in full); "
-             "rel. error is |measured - predicted| / |predicted|, or |measured - predicted| for a row "
-             "checked in absolute terms; "
-             "tolerance 'bound': the row checks that measured is at most or at least predicted; "
-             "checks: paper = a claim of the paper, theorem = a theorem checked against training, "
-             "ours = this project's own claim, construction = holds by construction (listed, not "
-             "counted as a check).</p>")
-    table = (f"<table><tr>{head}</tr>" + "".join(body) + "</table>") if rows else "<p>No checked rows.</p>"
-    style = PAGE_STYLE + "tr.miss td{background:#fde2e2}tr.open td{background:#eeeeee}"
-    return _ascii(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
-                  f"<style>{style}</style></head><body><h1>{title}</h1>{intro}{table}</body></html>")
+    table = [{"cells": [_cell(key, r) for _, key in CLAIM_COLUMNS],
+              "state": "" if _passed(r) else "miss" if is_judged(r) else "open"} for r in rows]
+    return _render("claims.html", exp_id=exp_id, description=description, style=PAGE_STYLE, rows=table,
+                   headings=[h for h, _ in CLAIM_COLUMNS], passed=sum(_passed(r) for r in rows),
+                   unjudged=sum(not is_judged(r) for r in rows))
 
 
 def _frac(rows) -> str:
@@ -108,30 +100,29 @@ def verdicts_fragment(experiments: list[Experiment], config: dict | None = None)
     """The front page's verdicts, an HTML fragment (no page around it): the config the run used
     (nqf.pipeline.reproduction.config_sentence), the totals, then one row per paper figure with
     the verdict under each experiment (reading) that ran it, then this project's own experiments."""
-    import re
+    from markupsafe import Markup, escape
 
     rows = counted([r for e in experiments for r in e.rows])
     totals = ", ".join(f"{c} {_frac([r for r in rows if r['checks'] == c])}" for c in COUNTED)
     unjudged = not_judged([r for e in experiments for r in e.rows])
     if unjudged:
         totals += f"; {len(unjudged)} rows {NOT_JUDGED}, not counted"
-    out = []
-    if config:
-        text = re.sub(r"`(.+?)`", r"<code>\1</code>", _esc(config_sentence(config)))
-        out.append("<p>" + re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text) + "</p>")
-    out += [f"<p><b>{len(rows)} checked rows, {sum(_passed(r) for r in rows)} pass</b> ({totals}).</p>",
-           "<table><tr><th>paper</th><th>what</th><th>verdict of the paper's rows, per experiment</th></tr>"]
+    sentence = None
+    if config:  # its `code` and **bold** as HTML, the rest escaped
+        text = re.sub(r"`(.+?)`", r"<code>\1</code>", str(escape(config_sentence(config))))
+        sentence = Markup(re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text))
+    sections = []
     for sec in figure_sections(experiments):
         verdicts = []
         for rd in sec["readings"]:
-            exp, verdict = rd["experiment"], rd["verdict"]
+            verdict = rd["verdict"]
             text = f"holds ({_frac(rd['paper'])})" if verdict == "holds" else verdict
             if not rd["paper"] and not rd["paper_unjudged"]:  # a theorem's experiment: its theorem and own rows
                 text += "".join(f"; {name} rows {_frac(rd[key])}" for name, key in (("theorem", "theorem"),
                                                                                  ("own", "ours")) if rd[key])
-            verdicts.append(f"<code>{_esc(exp.exp_id)}</code>: {'<b>' + text + '</b>' if verdict == 'holds' else text}")
-        out.append(f"<tr><td>{_esc(sec['figure'])}</td><td>{_esc(sec['title'])}</td>"
-                   f"<td>{'<br>'.join(verdicts)}</td></tr>")
+            verdicts.append({"exp_id": rd["experiment"].exp_id, "text": text, "holds": verdict == "holds"})
+        sections.append({"figure": sec["figure"], "title": sec["title"], "verdicts": verdicts})
+    own = []
     for e in experiments:
         if not e.figure:
             judged = [r for r in e.rows if is_judged(r)]
@@ -139,10 +130,9 @@ def verdicts_fragment(experiments: list[Experiment], config: dict | None = None)
             text = f"all {len(judged)} rows hold" if not missed else f"misses {missed} of {len(judged)} rows"
             if not_judged(e.rows):
                 text += f"; {len(not_judged(e.rows))} rows {NOT_JUDGED}"
-            out.append(f"<tr><td>this project</td><td>{_esc(e.kind)}</td>"
-                       f"<td><code>{_esc(e.exp_id)}</code>: {text}</td></tr>")
-    out.append("</table>")
-    return _ascii("\n".join(out) + "\n")
+            own.append({"kind": e.kind, "exp_id": e.exp_id, "text": text})
+    return _render("verdicts.html", config=sentence, checked=len(rows), passed=sum(_passed(r) for r in rows),
+                   totals=totals, sections=sections, own_experiments=own)
 
 
 # -- config text in Snakemake's own report -------------------------------------------------------

@@ -177,3 +177,27 @@ def before_planning(workflow, experiments, argv=None, results: str | os.PathLike
     results_record.force_regeneration(workflow, gone)
     results_record.update(results)
     return out
+
+
+def before_run(workflow, experiments, argv=None, results: str | os.PathLike = "results",
+               workdir: str | os.PathLike = ".") -> None:
+    """What workflow/rules/housekeeping.smk does when the Snakefile is parsed: in the main
+    snakemake process only (a cluster job parses the Snakefile again on its node and must not
+    sweep the tree), :func:`before_planning`, its sentences on stderr; then a hint where
+    Snakemake's lock files are present (nqf.pipeline.results_check.lock_hint), unless this call
+    is ``--unlock``.
+
+    Snakemake does not remake a missing intermediate file whose products are present and newer
+    than their other inputs, so each file moved aside is handed to Snakemake as forced (as with
+    ``--forcerun FILE``): this call remakes it, whichever target was asked for, and then
+    everything made from it (nqf.pipeline.results_record.force_regeneration)."""
+    from nqf.pipeline import results_check
+
+    if not workflow.is_main_process:
+        return
+    argv = sys.argv if argv is None else argv
+    for message in before_planning(workflow, experiments, argv, results, workdir):
+        print(message, file=sys.stderr)
+    hint = results_check.lock_hint(workdir)
+    if hint and "--unlock" not in argv:
+        print(hint, file=sys.stderr)

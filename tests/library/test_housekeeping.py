@@ -154,3 +154,19 @@ def test_the_record_enters_linked_folders(tmp_path):
     (results / "loop").symlink_to(results, target_is_directory=True)  # a cycle is walked once
     names = sorted(str(p.relative_to(results)) for p in results_record.files(results))
     assert names == [str(Path("runs") / "a.nc")]
+
+
+def test_before_run_sweeps_only_in_the_main_process_and_a_dry_run_moves_nothing(tmp_path, monkeypatch, capsys):
+    """What workflow/rules/housekeeping.smk calls when the Snakefile is parsed: a cluster job (not
+    the main process) reads nothing; the main process of a dry run says what a run would move."""
+    monkeypatch.setattr(housekeeping, "_held", [])
+    bad = tmp_path / "results" / "fits" / "x.nc"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"\0" * 200)
+    housekeeping.before_run(type("W", (), {"is_main_process": False})(), {}, ["snakemake"],
+                            tmp_path / "results", tmp_path)
+    assert capsys.readouterr().err == "" and bad.exists()
+    housekeeping.before_run(type("W", (), {"is_main_process": True})(), {}, ["snakemake", "-n"],
+                            tmp_path / "results", tmp_path)
+    err = capsys.readouterr().err
+    assert "zero-filled" in err and "left in place" in err and bad.exists()

@@ -27,11 +27,10 @@ include: "workflow/rules/figures.smk"
 rule all:
     default_target: True
     input:
-        [str(path) for path in _verify.outputs(EXPERIMENTS)],
+        NQF.targets(),
 
 
 # A failed run ends with one sentence per failed job: nqf's own message, a bug, or a job killed
 # without a word (out of memory, a time limit), and that rerunning the same command resumes.
 onerror:
-    for _line in _job_failures.summary(log):
-        print(_line, file=sys.stderr)
+    nqf_snakefile.on_error(log)

@@ -21,8 +21,7 @@ from nqf.errors import ResultFileError
 from nqf.io.atomic import HOST, TEMP_PATTERN, atomic_write, current_umask  # noqa: F401
 from nqf.io.cf_names import describe_variables
 from nqf.io.provenance import (  # noqa: F401
-    COMMAND_VARIABLE,
-    WORKFLOW_COMMIT_VARIABLE,
+    Origin,
     command_line,
     git_commit,
     package_versions,
@@ -95,11 +94,14 @@ def restore_labels(ds: xr.Dataset) -> xr.Dataset:
 
 
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
-                  config: Mapping[str, Any] | None = None, source: str | None = None) -> Path:
+                  config: Mapping[str, Any] | None = None, source: str | None = None,
+                  origin: Origin | None = None) -> Path:
     """Write ``ds`` to ``path`` atomically, compressed, with CF and provenance attributes.
 
     ``title`` describes the file; ``config`` is the configuration that produced it (stored as
-    JSON in ``config_json``). Boolean variables are stored as int8 with ``flag_values``.
+    JSON in ``config_json``); ``origin`` is what ran it (the workflow passes its snakemake call
+    and checkout; without one, this process's command line and nqf's checkout are recorded:
+    :mod:`nqf.io.provenance`). Boolean variables are stored as int8 with ``flag_values``.
     """
     dataset("ds", ds)
     if not isinstance(title, str):
@@ -122,14 +124,14 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     describe_variables(ds)  # long_name and units on every variable (nqf.io.cf_names)
     ds = _labels_apart(ds)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    made_by = provenance(config)
+    made_by = provenance(config, origin)
     ds.attrs = _clean_attrs({
         **ds.attrs,
         "Conventions": "CF-1.8",
         "title": title,
         "source": source or "nqf: Neural Quadratic Forms pipeline (arXiv 2608.13335)",
         **made_by,
-        "history": f"{now}: {command_line()} (written by nqf {made_by['nqf_version']})",
+        "history": f"{now}: {command_line(origin)} (written by nqf {made_by['nqf_version']})",
     })
     encoding = {name: {"zlib": True, "complevel": 4}
                 for name, var in ds.data_vars.items() if var.dtype.kind in "fiu"}

@@ -1,7 +1,10 @@
 """Provenance of a result: the command, the commits and the package versions behind it.
 
-Kept apart from :mod:`nqf.io.netcdf` so that the Snakefile can set the workflow's provenance when
-it is parsed without importing xarray.
+What ran a file is passed in, never read from the process's environment: a caller that knows
+(the workflow: the snakemake call and its checkout, :class:`Origin`) hands it to the writer; a
+file written without one records this Python process's command line and the checkout nqf is
+imported from. Kept apart from :mod:`nqf.io.netcdf` so that the Snakefile can compute an
+:class:`Origin` when it is parsed without importing xarray.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -42,32 +46,34 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str:
         return "unknown"
 
 
-# Set by the Snakefile at parse time (inherited by every job, local or on a cluster node): the
-# command line of the snakemake call and the commit of the workflow's own checkout.
-COMMAND_VARIABLE = "NQF_COMMAND"
-WORKFLOW_COMMIT_VARIABLE = "NQF_WORKFLOW_COMMIT"
+@dataclass(frozen=True)
+class Origin:
+    """What produced a file: ``command``, the command line that ran (a workflow's snakemake
+    call), and ``commit``, the commit of the checkout it ran from (:func:`git_commit`)."""
+
+    command: str
+    commit: str
 
 
-def command_line() -> str:
-    """The command that produced a file: the snakemake call of a workflow run (from
-    :data:`COMMAND_VARIABLE`), else this Python process's own command line."""
-    if os.environ.get(COMMAND_VARIABLE):
-        return os.environ[COMMAND_VARIABLE]
+def command_line(origin: Origin | None = None) -> str:
+    """The command that produced a file: ``origin.command`` where given, else this Python
+    process's own command line."""
+    if origin is not None:
+        return origin.command
     return shlex.join([os.path.basename(sys.executable), *sys.argv]) if sys.argv and sys.argv[0] else "python"
 
 
-def provenance(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Global attributes recording what produced a file: ``git_commit`` is the commit of the
-    workflow that ran (its checkout, from :data:`WORKFLOW_COMMIT_VARIABLE`) or, for a file
-    written by the library outside the workflow, of the checkout nqf is imported from;
-    ``nqf_git_commit`` is always the latter (they differ when the workflow runs with an nqf
-    installed from elsewhere)."""
+def provenance(config: Mapping[str, Any] | None = None, origin: Origin | None = None) -> dict[str, Any]:
+    """Global attributes recording what produced a file: ``git_commit`` is the commit of what ran
+    (``origin.commit``: a workflow's checkout) or, without an ``origin``, of the checkout nqf is
+    imported from; ``nqf_git_commit`` is always the latter (they differ when the workflow runs
+    with an nqf installed from elsewhere)."""
     from nqf import __version__
 
     library = git_commit()
     attrs: dict[str, Any] = {
         "nqf_version": __version__,
-        "git_commit": os.environ.get(WORKFLOW_COMMIT_VARIABLE) or library,
+        "git_commit": (origin.commit if origin is not None else "") or library,
         "nqf_git_commit": library,
         "config_json": json.dumps(config if config is not None else {}, sort_keys=True, default=str),
     }

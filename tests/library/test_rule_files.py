@@ -62,3 +62,11 @@ def test_a_user_error_in_a_job_is_one_sentence_in_the_log(tmp_path):
             raise ConfigError("experiments.f.eps must be > 0; got -1.")
     text = log_path.read_text()
     assert "experiments.f.eps must be > 0; got -1." in text and "Traceback" not in text
+
+
+def test_rule_files_hold_rules_and_calls_only():
+    """Functions live in nqf.pipeline (snakefile, housekeeping): `snakemake --lint` reports a file
+    that mixes rules and functions, and a function there is tested by no test."""
+    for path in [ROOT / "Snakefile", *RULE_FILES]:
+        assert not re.search(r"^\s*(def|class) ", path.read_text(), re.M), path.name
+    assert "config.clear()" not in "".join(p.read_text() for p in RULE_FILES)

@@ -7,6 +7,7 @@ rule data:
     benchmark:
         "results/benchmarks/data/{exp}.tsv"
     params:
-        cfg=stage_params("data"),
+        cfg=NQF.stage_params("data"),
+        context=NQF.context,
     script:
         "../scripts/data.py"

@@ -3,7 +3,7 @@ rule figure:
     input:
         theory="results/theory/{exp}.nc",
         fit="results/fits/{exp}.nc",
-        runs=run_files,
+        runs=NQF.run_files,
     output:
         # the report shows the PNG and the claims table inline; the PDF and the CSV are downloads
         pdf=report("results/figures/{exp}.pdf", category="{exp}", caption="../report/figure_pdf.rst"),
@@ -18,8 +18,9 @@ rule figure:
         "results/benchmarks/figure/{exp}.tsv"
     params:
         # (every param of a rule with report() outputs goes through report_params)
-        cfg=report_params(stage_params("figure")),
-        style=report_params(config["figures"]),
+        cfg=report_params(NQF.stage_params("figure")),
+        style=report_params(NQF.config["figures"]),
+        context=report_params(NQF.context),
     script:
         "../scripts/figure.py"
 
@@ -37,6 +38,7 @@ rule summary:
     params:
         # sorted: reordering experiments in a config must not rerun the summary
         experiments=report_params(sorted(EXPERIMENTS)),
+        context=report_params(NQF.context),
     script:
         "../scripts/summary.py"
 
@@ -59,23 +61,9 @@ rule structure_figure:
     benchmark:
         "results/benchmarks/structure_figure.tsv"
     params:
-        style=report_params(config["figures"]),
+        style=report_params(NQF.config["figures"]),
     script:
         "../scripts/structure_figure.py"
-
-
-def reproduction_params(wildcards=None):
-    """Per experiment: its kind, description, reading and what it tried of the open choices
-    (they label the reproduction page)."""
-    return {
-        exp: {
-            "kind": cfg["kind"],
-            "description": cfg.get("description", ""),
-            "reading": nqf_experiments.reading_of(cfg),
-            "choices": nqf_experiments.reading_choices(cfg),
-        }
-        for exp, cfg in sorted(EXPERIMENTS.items())
-    }
 
 
 rule reproduction:
@@ -98,7 +86,8 @@ rule reproduction:
     benchmark:
         "results/benchmarks/reproduction.tsv"
     params:
-        experiments=report_params(reproduction_params()),
-        config=report_params(VERDICT_IDENTITY),
+        experiments=report_params(NQF.reproduction_params()),
+        config=report_params(NQF.verdict_identity),
+        context=report_params(NQF.context),
     script:
         "../scripts/reproduction.py"

@@ -3,7 +3,7 @@ rule fit:
     input:
         structure="results/structure/{exp}.nc",
         theory="results/theory/{exp}.nc",
-        runs=run_files,
+        runs=NQF.run_files,
     output:
         "results/fits/{exp}.nc",
     log:
@@ -11,6 +11,7 @@ rule fit:
     benchmark:
         "results/benchmarks/fit/{exp}.tsv"
     params:
-        cfg=stage_params("fit"),
+        cfg=NQF.stage_params("fit"),
+        context=NQF.context,
     script:
         "../scripts/fit.py"

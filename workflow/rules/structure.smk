@@ -9,6 +9,7 @@ rule structure:
     benchmark:
         "results/benchmarks/structure/{exp}.tsv"
     params:
-        cfg=stage_params("structure"),
+        cfg=NQF.stage_params("structure"),
+        context=NQF.context,
     script:
         "../scripts/structure.py"

@@ -9,6 +9,7 @@ rule theory:
     benchmark:
         "results/benchmarks/theory/{exp}.tsv"
     params:
-        cfg=stage_params("theory"),
+        cfg=NQF.stage_params("theory"),
+        context=NQF.context,
     script:
         "../scripts/theory.py"

@@ -14,6 +14,7 @@ rule train:
         runtime=60,
         mem_mb=4000,
     params:
-        cfg=run_params,
+        cfg=NQF.run_params,
+        context=NQF.context,
     script:
         "../scripts/train.py"

@@ -1,8 +1,4 @@
-"""Rule structure_figure: A(x) of every architecture side by side."""
-from nqf.plotting.structure_matrices import plot_structure_matrices
-from nqf.pipeline.jobs import job
+"""Rule structure_figure: nqf.pipeline.stages.structure_figure, with the rule's files and params."""
+from nqf.pipeline.stages import run_stage
 
-style = snakemake.params.style  # noqa: F821
-with job(snakemake.log[0], "structure_figure"):  # noqa: F821
-    plot_structure_matrices([snakemake.output.pdf, snakemake.output.png],  # noqa: F821
-                            font_size=style["font_size"], dpi=style["dpi"])
+run_stage("structure_figure", snakemake)  # noqa: F821 (injected by Snakemake)

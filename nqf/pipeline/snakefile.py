@@ -1,0 +1,182 @@
+"""What the Snakefile and its rule files call when Snakemake parses them: the rule files hold
+rules only, and every function they use lives here.
+
+:func:`setup` reads the config files again strictly (:mod:`nqf.pipeline.config_files`), with the
+``--config`` overrides on top, validates that reading into a new dict (Snakemake's own ``config``
+keeps what Snakemake read and is not used by nqf) and returns a :class:`Workflow`: the validated
+config, the experiments, the config's identity, and the rules' input and params functions.
+
+What a job needs beyond its rule's params reaches it as one more param, ``context``, a
+:class:`RunContext`: the validated config, the config's identity and the :class:`Origin` of this
+snakemake call (its command line and its checkout's commit), which every file a job writes
+records. Snakemake reruns a job when a param's value changes, comparing the reprs of params of
+builtin types only; a RunContext is not one of those, so a new command line, a new commit or a
+config change outside a stage's keys reruns nothing (each stage's own keys are its ``cfg``
+param, which does). Its repr is constant, so it stays so even where Snakemake shows params.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nqf.io.provenance import Origin, git_commit
+
+
+@dataclass(frozen=True, eq=False)
+class RunContext:
+    """What every job of one snakemake call shares and that must not rerun a job: ``config``
+    (validated), ``identity`` (:func:`nqf.pipeline.reproduction.config_identity`) and ``origin``
+    (what ran: nqf.io.provenance)."""
+
+    config: Mapping[str, Any]
+    identity: Mapping[str, Any]
+    origin: Origin
+
+    def experiment(self, exp: str) -> Mapping[str, Any]:
+        """The validated config of experiment ``exp``."""
+        return self.config["experiments"][exp]
+
+    def __repr__(self) -> str:
+        # constant: not a rerun trigger, and nothing for Snakemake's report to escape
+        return "RunContext(config, identity, origin)"
+
+
+def origin_of(argv: list[str], basedir: str | Path) -> Origin:
+    """This snakemake call (``argv``: its command line) and the commit of the workflow's checkout
+    at ``basedir``."""
+    return Origin(command=shlex.join(["snakemake", *argv[1:]]), commit=git_commit(basedir))
+
+
+def validated_config(workflow, argv: list[str]) -> dict:
+    """The config of this snakemake call, read strictly and validated (a new dict); a
+    ConfigError stops snakemake (WorkflowError) before any job starts.
+
+    A cluster job parses the Snakefile again on its node, where it runs: the device and memory
+    checks hold there; the main process checks them only when its jobs run on this machine (a
+    login node without a GPU may submit device: cuda to GPU nodes)."""
+    from snakemake.exceptions import WorkflowError
+
+    from nqf import experiments
+    from nqf.errors import ConfigError
+    from nqf.experiments.machine import cluster_executor
+    from nqf.pipeline.config import load_workflow_config, validate_config
+
+    try:
+        raw = load_workflow_config(
+            workflow.config_settings.configfiles,  # --configfile, in order
+            workflow.config_settings.config,  # --config key=value, parsed
+            Path(workflow.basedir) / "config" / "config.yaml",  # without --configfile
+        )
+        validated = validate_config(raw)
+        experiments.check_config(
+            validated, jobs_run_here=workflow.remote_exec or cluster_executor(argv, workflow.basedir) is None)
+    except ConfigError as exc:
+        raise WorkflowError(f"Invalid configuration: {exc}") from None
+    return validated
+
+
+class Workflow:
+    """The validated config of one snakemake call and the functions its rules use."""
+
+    def __init__(self, config: Mapping[str, Any], identity: Mapping[str, Any], origin: Origin):
+        self.config = config
+        self.experiments = config["experiments"]
+        self.identity = identity
+        # the part of the identity the verdicts depend on (the reproduction rule's params, so its
+        # rerun trigger): a new config file that changes only figure style keeps the page
+        self.verdict_identity = {key: identity[key] for key in ("sha256", "matches")}
+        self.context = RunContext(config, identity, origin)
+
+    # -- wildcards and targets
+
+    @property
+    def exp_pattern(self) -> str:
+        """The regex of ``{exp}``: only the configured ids (longest first), so other figures
+        (structure_matrices) and stale files never resolve to an experiment rule."""
+        return "|".join(sorted(self.experiments, key=len, reverse=True))
+
+    def targets(self) -> list[str]:
+        """Every file of the DAG (nqf.pipeline.verify.outputs), intermediate NetCDF files included:
+        one that is missing is regenerated by the next run."""
+        from nqf.pipeline import verify
+
+        return [str(path) for path in verify.outputs(self.experiments)]
+
+    # -- inputs and params of the rules
+
+    def experiment(self, wildcards) -> Mapping[str, Any]:
+        return self.experiments[wildcards.exp]
+
+    def stage_params(self, stage: str):
+        """The config keys a stage reads, as a rule param: changing them reruns that stage."""
+        from nqf.experiments import stage_config
+
+        return lambda wildcards: stage_config(self.experiment(wildcards), stage)
+
+    def run_params(self, wildcards):
+        """The config one training run reads (narrowed to that run where the kind allows)."""
+        from nqf.experiments import run_config
+
+        return run_config(self.experiment(wildcards), wildcards.run)
+
+    def run_files(self, wildcards) -> list[str]:
+        """The training runs of one experiment."""
+        from nqf.experiments import run_ids
+
+        return [f"results/runs/{wildcards.exp}/{run}.nc" for run in run_ids(self.experiment(wildcards))]
+
+    def reproduction_params(self) -> dict:
+        """Per experiment: its kind, description, reading and what it tried of the open choices
+        (they label the reproduction page)."""
+        from nqf.experiments import reading_choices, reading_of
+
+        return {
+            exp: {
+                "kind": cfg["kind"],
+                "description": cfg.get("description", ""),
+                "reading": reading_of(cfg),
+                "choices": reading_choices(cfg),
+            }
+            for exp, cfg in sorted(self.experiments.items())
+        }
+
+
+def report_params(value):
+    """A param of a rule whose outputs are in Snakemake's report, which writes params unescaped
+    into a <script> element: the same value with a repr free of '<'
+    (nqf.pipeline.report_html.report_param), as a function (Snakemake rebuilds a plain list
+    param, and would lose that repr). ``value`` is the value or a function of the wildcards; a
+    :class:`RunContext` is passed as it is (its repr is constant)."""
+    from nqf.pipeline.report_html import report_param
+
+    if isinstance(value, RunContext):
+        return lambda wildcards: value
+    if callable(value):
+        return lambda wildcards: report_param(value(wildcards))
+    return lambda wildcards: report_param(value)
+
+
+def setup(workflow, argv: list[str] | None = None) -> Workflow:
+    """The :class:`Workflow` of this snakemake call (``argv``: its command line, default
+    ``sys.argv``)."""
+    from nqf.pipeline.reproduction import config_identity
+
+    argv = sys.argv if argv is None else argv
+    config = validated_config(workflow, argv)
+    # which config this run is (its files, overrides and hash; whether it is the default or the
+    # paper's): the reproduction page says so
+    identity = config_identity(workflow.config_settings.configfiles, workflow.config_settings.config, config,
+                               workflow.basedir)
+    return Workflow(config, identity, origin_of(argv, workflow.basedir))
+
+
+def on_error(snakemake_log) -> None:
+    """A failed run ends with one sentence per failed job (nqf.pipeline.job_failures), on stderr."""
+    from nqf.pipeline.job_failures import summary
+
+    for line in summary(snakemake_log):
+        print(line, file=sys.stderr)

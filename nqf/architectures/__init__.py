@@ -10,7 +10,8 @@ What experiments need of an architecture, by name (nqf.architectures.registry): 
 size, image=..., **overrides)`` from a config's size mapping, ``unit_input_dim``, ``title``,
 ``higher_order``, ``input_variables`` / ``read_inputs`` (inputs <-> data-file variables); of any
 module (nqf.architectures.base): ``initial_weights`` (Gaussian W0 per seed and scale) and
-``gaussian_teacher`` (teacher unit weights W*).
+``gaussian_teacher`` (teacher unit weights W*); ``selection(name)``: the architectures a kind may
+choose from (those with an effective matrix, a mode design, ...).
 
 The names are resolved on first use (PEP 562), like the package's own: the registry's facts
 (titles, notes) load without torch, the modules with it.
@@ -30,8 +31,9 @@ _SOURCES = {
     "TwoLayerMLP": "nqf.architectures.mlp",
     "MixtureOfExperts": "nqf.architectures.moe",
     **dict.fromkeys(("QueryKeyAttention", "SelfAttentionReadout", "SingleHeadLogits"), "nqf.architectures.query_key"),
-    **dict.fromkeys(("ARCHITECTURES", "Architecture", "MODULES", "QUADRATIC_MODELS", "build", "higher_order",
-                     "input_variables", "read_inputs", "title", "unit_input_dim"), "nqf.architectures.registry"),
+    **dict.fromkeys(("ARCHITECTURES", "Architecture", "MODULES", "QUADRATIC_MODELS", "SELECTIONS", "build",
+                     "higher_order", "input_variables", "read_inputs", "selection", "title", "unit_input_dim"),
+                    "nqf.architectures.registry"),
     **dict.fromkeys(("BilinearSequence", "DiagonalNet", "DiagonalNetTwoFactor", "LinearSSL", "MatrixCompletion",
                      "MatrixSensing", "PhaseRetrieval", "QuadraticUnitModel", "RectangularSensing", "TiedQueryKey"),
                     "nqf.architectures.table3"),

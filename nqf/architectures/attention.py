@@ -23,6 +23,13 @@ from nqf.architectures.base import (
     unvec,
     vec,
 )
+from nqf.architectures.effective import first_row_units, singular_vectors
+from nqf.architectures.mode_designs import (
+    orthonormal,
+    pair_modes,
+    standard_normal,
+    whitened,
+)
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -98,3 +105,38 @@ class MultiHeadAttention(UnitModule):
         dtype = self.WQ.dtype
         return (torch.randn(m, self.D, generator=gen, dtype=dtype),
                 torch.randn(m, self.D, self.seq_len, generator=gen, dtype=dtype))
+
+    def effective_matrix(self, W: Tensor) -> Tensor:
+        """Prop. 2: E = sum_h R_h^T W^V_h (k x D); f - f(0) = E x_avg, x_avg = X 1 / N."""
+        _, _, v, r = torch.split(W, [n for _, n in self.blocks()], dim=-2)
+        WV = unvec(v.transpose(-1, -2), self.d_v, self.D)  # (..., d, d_v, D)
+        R = unvec(r.transpose(-1, -2), self.d_v, self.n_outputs)  # (..., d, d_v, k)
+        return torch.einsum("...hac,...haj->...cj", R, WV)
+
+    def effective_outputs(self, E: Tensor, x: tuple[Tensor, Tensor]) -> Tensor:
+        _, X = x
+        return X.mean(-1) @ E.transpose(-1, -2)
+
+    def teacher_units(self, root: Tensor, gen: torch.Generator) -> Tensor:
+        """Teacher heads use the first row of W^V and R only; W^Q, W^K stay 0."""
+        r = root.numel()
+        W = torch.zeros(self.p, r, dtype=torch.float64)
+        U, V = singular_vectors(self.n_outputs, r, gen), singular_vectors(self.D, r, gen)
+        start = 2 * self.d_k * self.D
+        W[start:start + self.d_v * self.D] = first_row_units(V.T * root[:, None], self.d_v)
+        W[start + self.d_v * self.D:] = first_row_units(U.T * root[:, None], self.d_v)
+        return W
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """Contexts with whitened token means, d_v = 1 (no I_dv Kronecker factor, so no degenerate
+        copies of a mode); the modes live on the (V, R) blocks."""
+        K = n_modes
+        D, d_k = K + 1, 2
+        build = dict(D=D, d_k=d_k, d_v=1, width=width, n_outputs=K, seq_len=5, seed=seed)
+        x, X = standard_normal(gen, 4 * D, D), standard_normal(gen, 4 * D, D, 5)
+        xbar = X.mean(-1)
+        X = X + (whitened(xbar) - xbar)[..., None]  # shift every context so x_avg is whitened
+        v_start = 2 * d_k * D
+        Q = pair_modes(v_start + D + K, v_start, orthonormal(D, K, gen), v_start + D, orthonormal(K, K, gen))
+        return build, (x, X), Q, "contexts with whitened token means, d_v = 1"

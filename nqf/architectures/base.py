@@ -13,7 +13,10 @@ units, unit i carrying a flat parameter vector w_i of length p. Each architectur
   module and its NQF can start from the same W, and the module can be evaluated at any W;
 * what experiments need to read and store its inputs: ``input_layout``, ``unit_input_dim``
   (the length of the vector one unit reads), ``image_size`` / ``image_inputs`` (modules that
-  read images), ``set_readout`` (modules with a fixed readout).
+  read images), ``set_readout`` (modules with a fixed readout);
+* where the theory allows it: ``effective_matrix`` / ``effective_outputs`` / ``teacher_units``
+  (the small matrix E(W) the NQF is linear in; nqf.architectures.effective) and the class method
+  ``mode_design`` (data with K decoupled modes; nqf.architectures.mode_designs).
 
 Vec convention: a matrix inside w is stored column-major (Fortran order, columns stacked), the
 convention of the Kronecker identities in the paper's proofs (vec(A X B) = (B^T (x) A) vec X).
@@ -319,6 +322,39 @@ class UnitModule(torch.nn.Module, ABC):
         """The NQF prediction f(0) + Tr[W W^T A(x)], shape (samples, n_outputs)."""
         f0 = self.forward_with(torch.zeros_like(W), x)
         return f0 + self.structure(x).outputs(W).reshape(f0.shape)
+
+    # The effective matrix (nqf.architectures.effective calls these): a module whose NQF output is
+    # a linear or bilinear form of one small matrix E(W) defines the first three methods below;
+    # its registry entry says so with effective_matrix=True.
+
+    def effective_matrix(self, W: Tensor) -> Tensor:
+        """E(W) for checked unit weights W of shape (..., p, d)."""
+        raise TypeError(f"No effective matrix for {type(self).__name__}.")
+
+    def effective_outputs(self, E: Tensor, x: Any) -> Tensor:
+        """The NQF output f - f(0) as the form of E on inputs x: (..., samples, n_outputs)."""
+        raise TypeError(f"No effective matrix for {type(self).__name__}.")
+
+    def teacher_units(self, root: Tensor, gen: torch.Generator) -> Tensor:
+        """W* (p x r), one rank-one unit per entry of ``root`` (float64), with E(W*) = U diag(root^2) V^T
+        for orthonormal U, V drawn from ``gen`` (nqf.architectures.effective.singular_vectors)."""
+        raise TypeError(f"No effective matrix for {type(self).__name__}.")
+
+    def effective_refusal(self) -> Exception | None:
+        """Why this instance has no effective matrix although its class defines one (the
+        exception to raise; a MoE with tanh experts), else None."""
+        return None
+
+    # Data with K decoupled modes (nqf.architectures.mode_designs calls this): defined by a class
+    # whose registry entries say mode_design=True.
+
+    @classmethod
+    def mode_design(cls, n_modes: int, width: int, gen: torch.Generator, seed: int) -> tuple[dict, tuple, Tensor, str]:
+        """(build, inputs, modes, note): the constructor's keyword arguments, the inputs (a tuple of
+        tensors, as forward() takes them), the mode directions q_k (p x n_modes, orthonormal
+        columns) and a one-line note on how the data make the modes decouple. Draws from ``gen``
+        only; ``seed`` seeds the module."""
+        raise TypeError(f"{cls.__name__} has no mode design.")
 
 
 def initial_weights(module: UnitModule, seeds: Sequence[int], scales: Sequence[float] = (1.0,)) -> Tensor:

@@ -12,6 +12,13 @@ import torch
 
 from nqf.architectures.activations import activation
 from nqf.architectures.base import MATRIX, UnitModule, gaussian, generator
+from nqf.architectures.effective import two_block_matrix, two_block_teacher
+from nqf.architectures.mode_designs import (
+    orthonormal,
+    pair_modes,
+    standard_normal,
+    whitened,
+)
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -123,3 +130,29 @@ class OneLayerCNN(UnitModule):
 
     def image_inputs(self, images: Tensor) -> Tensor:
         return images
+
+    def effective_matrix(self, W: Tensor) -> Tensor:
+        """Prop. 6: E = phi'(0) Z_v Z_k^T (k x kh*kw); f - f(0) = E x_sum, x_sum = sum_p x_p."""
+        return two_block_matrix(W, self.kernel[0] * self.kernel[1], self.act.slope0)
+
+    def effective_outputs(self, E: Tensor, x: Tensor) -> Tensor:
+        return self.patch_sum(x) @ E.transpose(-1, -2)
+
+    def teacher_units(self, root: Tensor, gen: torch.Generator) -> Tensor:
+        return two_block_teacher(self.p, self.kernel[0] * self.kernel[1], self.act.slope0, root, gen)
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """Images whose patch sums are whitened: the MLP's design with x -> x_sum."""
+        K = n_modes
+        build = dict(image=(4, 5), kernel=(2, 3), width=width, n_outputs=K, seed=seed)
+        module = cls(**build)
+        (H, W), n_k = build["image"], 6
+        # x_sum = P vec(image) is linear: Gaussian images, corrected in the row space of P so that
+        # their patch sums are exactly whitened (the correction leaves the null space of P alone).
+        P = module.patch_sum(torch.eye(H * W, dtype=torch.float64).reshape(H * W, H, W)).T
+        img = standard_normal(gen, 4 * n_k, H, W)
+        s = module.patch_sum(img)
+        img = img + ((whitened(s) - s) @ torch.linalg.pinv(P).T).reshape(img.shape)
+        Q = pair_modes(n_k + K, 0, orthonormal(n_k, K, gen), n_k, orthonormal(K, K, gen))
+        return build, (img,), Q, "images whose patch sums are whitened"

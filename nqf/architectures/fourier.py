@@ -18,6 +18,7 @@ import math
 import torch
 
 from nqf.architectures.base import UnitModule, gaussian, generator, unvec, vec
+from nqf.architectures.mode_designs import pair_modes
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -78,3 +79,14 @@ class FourierMLP(UnitModule):
 
     def sample_inputs(self, m: int, gen: torch.Generator) -> Tensor:
         return torch.rand(m, generator=gen, dtype=self.a.dtype)
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """A uniform grid of 4P points, on which the psi_k are orthonormal: commuting A (d = 1,
+        whatever ``width``)."""
+        K = n_modes
+        P = K + 1
+        build = dict(P=P, n_outputs=1, theta=1.0, seed=seed)
+        x = torch.arange(4 * P, dtype=torch.float64) / (4 * P)
+        Q = pair_modes(2 * P, 0, torch.eye(P, K, dtype=torch.float64), P, torch.eye(P, K, dtype=torch.float64))
+        return build, (x,), Q, "uniform grid: orthonormal features, commuting A (d = 1)"

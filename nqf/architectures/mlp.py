@@ -11,6 +11,13 @@ import torch
 
 from nqf.architectures.activations import activation
 from nqf.architectures.base import UnitModule, gaussian, generator
+from nqf.architectures.effective import two_block_matrix, two_block_teacher
+from nqf.architectures.mode_designs import (
+    orthonormal,
+    pair_modes,
+    standard_normal,
+    whitened,
+)
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -70,3 +77,23 @@ class TwoLayerMLP(UnitModule):
 
     def image_inputs(self, images: Tensor) -> Tensor:
         return images.reshape(images.shape[0], -1)  # the flattened pixels
+
+    def effective_matrix(self, W: Tensor) -> Tensor:
+        """Prop. 1: E = phi'(0) Z_v Z_u^T (k x D); the NQF output is f - f(0) = E x."""
+        return two_block_matrix(W, self.D, self.act.slope0)
+
+    def effective_outputs(self, E: Tensor, x: Tensor) -> Tensor:
+        return x @ E.transpose(-1, -2)
+
+    def teacher_units(self, root: Tensor, gen: torch.Generator) -> Tensor:
+        return two_block_teacher(self.p, self.D, self.act.slope0, root, gen)
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """Whitened inputs: C(Q) = phi'(0)^2 Q / k, so q_k = (a_k, b_k) / sqrt 2 decouple."""
+        K = n_modes
+        D = K + 3
+        build = dict(D=D, width=width, n_outputs=K, seed=seed)
+        x = whitened(standard_normal(gen, 4 * D, D))
+        Q = pair_modes(D + K, 0, orthonormal(D, K, gen), D, orthonormal(K, K, gen))
+        return build, (x,), Q, "whitened inputs: C(Q) = phi'(0)^2 Q / k"

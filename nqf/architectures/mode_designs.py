@@ -1,8 +1,9 @@
 """Data on which every architecture's NQF has K known, decoupled modes (init_scaling experiment).
 
 Theorem 8 predicts the ignition time of a mode from its growth rate only when the modes evolve
-independently. For each architecture the inputs below are designed so that K orthonormal
-directions q_k in a unit's parameter space satisfy Theorem 16's conditions (App. B.7),
+independently. Each architecture's class designs inputs (its ``mode_design``, for the registry
+entries marked ``mode_design=True``) so that K orthonormal directions q_k in a unit's parameter
+space satisfy Theorem 16's conditions (App. B.7),
 
     K(q_b q_b^T) q_a = kappa_a delta_ab q_a,      K(X) = (4/m) sum_mu <A_mu, X> A_mu,
 
@@ -24,22 +25,25 @@ Two routes make the conditions hold, depending on what A(x) allows:
 
 Loss normalisation: this experiment makes every (sample, output) pair a sample of its own, so m
 counts the pairs: targets are stored as (samples, outputs) and given flattened, (m,), to training
-and to reduce_modes alike (nqf.theory.losses: n = y.shape[0] everywhere, so both use this m). Sizes grow with K so that K modes always fit (K <= MAX_MODES).
+and to reduce_modes alike (nqf.theory.losses: n = y.shape[0] everywhere, so both use this m).
+Sizes grow with K so that K modes always fit (K <= MAX_MODES). The helpers below (whitened,
+orthonormal, pair_modes, standard_normal) are what the designs are built from.
 """
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 
 from nqf import _checks
-from nqf.architectures import ARCHITECTURES, UnitModule
+from nqf.architectures.base import UnitModule
+from nqf.architectures.registry import ARCHITECTURES, selection
 
 Tensor = torch.Tensor
 MAX_MODES = 5
+DESIGNS = selection("mode_design")  # the architectures with a mode design, in registry order
 
 
 @dataclass
@@ -83,125 +87,9 @@ def pair_modes(p: int, rows: int, a: Tensor, cols: int, b: Tensor) -> Tensor:
     return Q
 
 
-def _randn(gen, *shape) -> Tensor:
+def standard_normal(gen: torch.Generator, *shape: int) -> Tensor:
+    """A float64 standard Gaussian tensor of ``shape`` drawn from ``gen``."""
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-
-def _mlp(K, d, gen, seed):
-    D = K + 3
-    build = dict(D=D, width=d, n_outputs=K, seed=seed)
-    x = whitened(_randn(gen, 4 * D, D))
-    Q = pair_modes(D + K, 0, orthonormal(D, K, gen), D, orthonormal(K, K, gen))
-    return build, (x,), Q, "whitened inputs: C(Q) = phi'(0)^2 Q / k"
-
-
-def _cnn(K, d, gen, seed):
-    build = dict(image=(4, 5), kernel=(2, 3), width=d, n_outputs=K, seed=seed)
-    module = ARCHITECTURES["cnn"].build(**build)
-    (H, W), n_k = build["image"], 6
-    # x_sum = P vec(image) is linear: Gaussian images, corrected in the row space of P so that
-    # their patch sums are exactly whitened (the correction leaves the null space of P alone).
-    P = module.patch_sum(torch.eye(H * W, dtype=torch.float64).reshape(H * W, H, W)).T
-    img = _randn(gen, 4 * n_k, H, W)
-    s = module.patch_sum(img)
-    img = img + ((whitened(s) - s) @ torch.linalg.pinv(P).T).reshape(img.shape)
-    Q = pair_modes(n_k + K, 0, orthonormal(n_k, K, gen), n_k, orthonormal(K, K, gen))
-    return build, (img,), Q, "images whose patch sums are whitened"
-
-
-def _mha(K, d, gen, seed):
-    D, d_k = K + 1, 2
-    build = dict(D=D, d_k=d_k, d_v=1, width=d, n_outputs=K, seq_len=5, seed=seed)
-    x, X = _randn(gen, 4 * D, D), _randn(gen, 4 * D, D, 5)
-    xbar = X.mean(-1)
-    X = X + (whitened(xbar) - xbar)[..., None]  # shift every context so x_avg is whitened
-    v_start = 2 * d_k * D  # d_v = 1: no I_dv Kronecker factor, so no degenerate copies of a mode
-    Q = pair_modes(v_start + D + K, v_start, orthonormal(D, K, gen), v_start + D, orthonormal(K, K, gen))
-    return build, (x, X), Q, "contexts with whitened token means, d_v = 1"
-
-
-def _contexts(m: int, D: int, N: int, gen) -> Tensor:
-    """m contexts of N tokens whose centred covariance is exactly I_D (random means)."""
-    Z = _randn(gen, m, D, N)
-    Z = Z - Z.mean(-1, keepdim=True)
-    L = torch.linalg.cholesky(Z @ Z.transpose(-1, -2) / N)
-    return torch.linalg.solve_triangular(L, Z, upper=False) + _randn(gen, m, D, 1)
-
-
-def _fixed_readout(name):
-    def design(K, d, gen, seed):
-        D = K + 1
-        build = dict(D=D, width=d, n_outputs=K, seq_len=D + 2, seed=seed)
-        if name == "qk_head":
-            build["d_k"] = 1  # no I_dk Kronecker factor, so no degenerate copies of a mode
-        module = ARCHITECTURES[name].build(**build)
-        x, X = whitened(_randn(gen, 4 * D, D)), _contexts(4 * D, D, D + 2, gen)
-        # Sigma_X = I makes u_c the readout column c, so C(Q) = Q Cr Cr^T / (k d_k): its
-        # eigenmatrices are a b^T with b a left singular vector of the readout.
-        b = torch.linalg.svd(module.readout, full_matrices=False)[0][:, :K]
-        Q = pair_modes(2 * D, 0, orthonormal(D, K, gen), D, b)
-        return build, (x, X), Q, "whitened queries, contexts with covariance I"
-    return design
-
-
-def _moe(K, d, gen, seed):
-    D = K + 1
-    build = dict(D=D, width=d, n_outputs=K, gate="tanh", expert="linear", seed=seed)
-    # One-hot inputs sqrt(D) e_i: S_(i,c) = psi'(0) D e_i (e_i (x) e_c)^T, so C is isotropic on
-    # the entries (i, (i, c)) and mode k lives on the gate weight r_k and the expert column k.
-    x = np.sqrt(D) * torch.eye(D, dtype=torch.float64)
-    beta = orthonormal(K, K, gen)
-    b = torch.zeros(D * K, K, dtype=torch.float64)
-    for k in range(K):
-        b[k * K:(k + 1) * K, k] = beta[:, k]  # vec(Theta)[j k + c] = Theta[c, j]
-    Q = pair_modes(D + D * K, 0, torch.eye(D, K, dtype=torch.float64), D, b)
-    return build, (x,), Q, "one-hot inputs (gated bilinear model, one mode per input direction)"
-
-
-def _fourier(K, d, gen, seed):
-    P = K + 1
-    build = dict(P=P, n_outputs=1, theta=1.0, seed=seed)
-    x = torch.arange(4 * P, dtype=torch.float64) / (4 * P)  # psi_k orthonormal on this grid
-    Q = pair_modes(2 * P, 0, torch.eye(P, K, dtype=torch.float64), P, torch.eye(P, K, dtype=torch.float64))
-    return build, (x,), Q, "uniform grid: orthonormal features, commuting A (d = 1)"
-
-
-def _diagonal(K, d, gen, seed):
-    D = K + 1
-    x = whitened(_randn(gen, 4 * D, D))
-    return dict(D=D, width=d, seed=seed), (x,), torch.eye(D, K, dtype=torch.float64), \
-        "whitened inputs: C = I / 2"
-
-
-def _phase(K, d, gen, seed):
-    D = K + 1
-    O = orthonormal(D, D, gen)
-    scale = 0.5 + torch.rand(2 * D, generator=gen, dtype=torch.float64)
-    a = scale[:, None] * O.T.repeat(2, 1)  # every sensing vector along one basis direction
-    return dict(D=D, width=d, seed=seed), (a,), O[:, :K], "orthogonal sensing directions"
-
-
-def _sensing(K, d, gen, seed):
-    n = K + 1
-    O = orthonormal(n, n, gen)
-    lam = whitened(_randn(gen, 4 * n, n))
-    S = torch.einsum("ik,mk,jk->mij", O, lam, O)
-    return dict(n=n, width=d, seed=seed), (S,), O[:, :K], "jointly diagonalisable S_mu"
-
-
-def _rectangular(K, d, gen, seed):
-    n_out, n_in = K, K + 1
-    S = whitened(_randn(gen, 2 * n_out * n_in, n_out * n_in)).reshape(-1, n_out, n_in)
-    Q = pair_modes(n_out + n_in, 0, orthonormal(n_out, K, gen), n_out, orthonormal(n_in, K, gen))
-    return dict(n_out=n_out, n_in=n_in, width=d, seed=seed), (S,), Q, "whitened sensing matrices: C = I"
-
-
-DESIGNS: dict[str, Callable] = {
-    "mlp": _mlp, "cnn": _cnn, "mha": _mha, "qk_head": _fixed_readout("qk_head"),
-    "single_head_logits": _fixed_readout("single_head_logits"), "moe": _moe,
-    "fourier_mlp": _fourier, "diagonal_net": _diagonal, "phase_retrieval": _phase,
-    "matrix_sensing": _sensing, "rectangular_sensing": _rectangular,
-}
 
 
 def design(name: str, n_modes: int, width: int, seed: int) -> Design:
@@ -219,7 +107,7 @@ def design(name: str, n_modes: int, width: int, seed: int) -> Design:
     width = _checks.integer("width", width, minimum=1)
     seed = _checks.seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
-    build, inputs, Q, note = DESIGNS[name](n_modes, width, gen, seed)
+    build, inputs, Q, note = ARCHITECTURES[name].module_class.mode_design(n_modes, width, gen, seed)
     return Design(name, build, inputs, Q, note)
 
 
@@ -244,9 +132,8 @@ def initial_weights(des: Design, z_star, eps, seeds, seed_scale: float, seed: in
     """Aligned W(0) per eps, z_k(0) = eps z*_k exactly, and Gaussian W(0) ~ N(0, seed_scale / d) per seed.
 
     ``seeds`` is a list of integer seeds (possibly empty): seed s is row s of one Gaussian draw of
-    max(seeds) + 1 rows from the design's generator (after the unit directions); [0, ..., n-1]
-    draws what the old count n drew (torch's CPU sampler redraws its last block of 16 values, so
-    a row can change with the largest seed, as it could with the count).
+    max(seeds) + 1 rows from the design's generator (after the unit directions); torch's CPU
+    sampler redraws its last block of 16 values, so a row can change with the largest seed.
 
     The aligned W(0) = sum_k sqrt(eps z*_k) q_k r_k^T uses orthonormal r_k in unit space, which keeps
     M(0) diagonal in the q basis (Theorem 16 needs it); with d < K (the Fourier MLP, d = 1) all

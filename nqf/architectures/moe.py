@@ -19,6 +19,8 @@ import torch
 
 from nqf.architectures.activations import activation
 from nqf.architectures.base import UnitModule, gaussian, generator, unvec, vec
+from nqf.architectures.effective import singular_vectors
+from nqf.architectures.mode_designs import orthonormal, pair_modes
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -112,3 +114,48 @@ class MixtureOfExperts(UnitModule):
 
     def sample_inputs(self, m: int, gen: torch.Generator) -> Tensor:
         return torch.randn(m, self.D, generator=gen, dtype=self.Rg.dtype)
+
+    def effective_refusal(self) -> Exception | None:
+        if self.expert != "linear":
+            return ValueError("A MoE with tanh experts has A = 0 (its NQF is trivial), so it has no "
+                              "effective matrix; use expert='linear'.")
+        return None
+
+    def effective_matrix(self, W: Tensor) -> Tensor:
+        """Prop. 5 (linear experts): E_c = Sym(psi'(0) sum_i Theta_i[c, :]^T r_i^T) (D x D per
+        output, stacked to (k D) x D); f_c - f_c(0) = x^T E_c x. Only the symmetric part of each
+        E_c reaches the data, so the identified object is the symmetrised one."""
+        k, D = self.n_outputs, self.D
+        theta = unvec(W[..., D:, :].transpose(-1, -2), k, D)  # (..., d, k, D)
+        G = self.gate.slope0 * torch.einsum("...icj,...li->...cjl", theta, W[..., :D, :])
+        return (0.5 * (G + G.transpose(-1, -2))).reshape(*G.shape[:-3], k * D, D)
+
+    def effective_outputs(self, E: Tensor, x: Tensor) -> Tensor:
+        Ec = E.reshape(*E.shape[:-2], self.n_outputs, self.D, self.D)
+        return torch.einsum("mj,...cjl,ml->...mc", x, Ec, x)
+
+    def teacher_units(self, root: Tensor, gen: torch.Generator) -> Tensor:
+        """U_a = a_a (x) v_a with orthonormal a_a: every E_c stays symmetric, so the data identify
+        E exactly."""
+        r = root.numel()
+        W = torch.zeros(self.p, r, dtype=torch.float64)
+        a, V = singular_vectors(self.n_outputs, r, gen), singular_vectors(self.D, r, gen)
+        W[:self.D] = V * root
+        theta = a.T[:, :, None] * (V.T * root[:, None])[:, None, :] / self.gate.slope0  # (r, k, D)
+        W[self.D:] = vec(theta).T
+        return W
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """One-hot inputs sqrt(D) e_i: S_(i,c) = psi'(0) D e_i (e_i (x) e_c)^T, so C is isotropic on
+        the entries (i, (i, c)) and mode k lives on the gate weight r_k and the expert column k."""
+        K = n_modes
+        D = K + 1
+        build = dict(D=D, width=width, n_outputs=K, gate="tanh", expert="linear", seed=seed)
+        x = math.sqrt(D) * torch.eye(D, dtype=torch.float64)
+        beta = orthonormal(K, K, gen)
+        b = torch.zeros(D * K, K, dtype=torch.float64)
+        for k in range(K):
+            b[k * K:(k + 1) * K, k] = beta[:, k]  # vec(Theta)[j k + c] = Theta[c, j]
+        Q = pair_modes(D + D * K, 0, torch.eye(D, K, dtype=torch.float64), D, b)
+        return build, (x,), Q, "one-hot inputs (gated bilinear model, one mode per input direction)"

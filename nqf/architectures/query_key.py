@@ -20,6 +20,13 @@ from nqf.architectures.base import (
     unvec,
     vec,
 )
+from nqf.architectures.effective import first_row_units, singular_vectors
+from nqf.architectures.mode_designs import (
+    orthonormal,
+    pair_modes,
+    standard_normal,
+    whitened,
+)
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor
@@ -32,8 +39,30 @@ def context_covariance_readout(X: Tensor, readout: Tensor) -> Tensor:
     return torch.einsum("mde,ec->mcd", sigma, readout)
 
 
+def _contexts(m: int, D: int, N: int, gen: torch.Generator) -> Tensor:
+    """m contexts of N tokens whose centred covariance is exactly I_D (random means)."""
+    Z = standard_normal(gen, m, D, N)
+    Z = Z - Z.mean(-1, keepdim=True)
+    L = torch.linalg.cholesky(Z @ Z.transpose(-1, -2) / N)
+    return torch.linalg.solve_triangular(L, Z, upper=False) + standard_normal(gen, m, D, 1)
+
+
 class _FixedReadout(UnitModule):
     input_layout = QUERY_CONTEXT
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed, **sizes):
+        """Whitened queries and contexts with covariance I: Sigma_X = I makes u_c the readout
+        column c, so C(Q) = Q Cr Cr^T / (k d_k), whose eigenmatrices are a b^T with b a left
+        singular vector of the readout. ``sizes`` are further constructor arguments."""
+        K = n_modes
+        D = K + 1
+        build = dict(D=D, width=width, n_outputs=K, seq_len=D + 2, seed=seed, **sizes)
+        module = cls(**build)
+        x, X = whitened(standard_normal(gen, 4 * D, D)), _contexts(4 * D, D, D + 2, gen)
+        b = torch.linalg.svd(module.readout, full_matrices=False)[0][:, :K]
+        Q = pair_modes(2 * D, 0, orthonormal(D, K, gen), D, b)
+        return build, (x, X), Q, "whitened queries, contexts with covariance I"
 
     def _init_common(self, D, n_outputs, seq_len, gen, dtype):
         self.D, self.n_outputs, self.seq_len = D, n_outputs, seq_len
@@ -100,6 +129,36 @@ class QueryKeyAttention(_FixedReadout):
 
     def unit_weights(self) -> Tensor:
         return torch.cat([vec(self.WQ), vec(self.WK)], dim=1).T
+
+    def effective_matrix(self, W: Tensor) -> Tensor:
+        """Prop. 3: E = sum_h W^K_h^T W^Q_h / sqrt(d_k) (D x D); f_c - f_c(0) = u_c^T E x,
+        u_c = Sigma_X Cr[:, c]."""
+        n = self.d_k * self.D
+        WQ = unvec(W[..., :n, :].transpose(-1, -2), self.d_k, self.D)
+        WK = unvec(W[..., n:, :].transpose(-1, -2), self.d_k, self.D)
+        return torch.einsum("...hae,...haj->...ej", WK, WQ) / math.sqrt(self.d_k)
+
+    def effective_outputs(self, E: Tensor, x: tuple[Tensor, Tensor]) -> Tensor:
+        q, X = x
+        u = context_covariance_readout(X, self.readout)  # (m, k, D)
+        return torch.einsum("mce,...ej,mj->...mc", u, E, q)
+
+    def teacher_units(self, root: Tensor, gen: torch.Generator) -> Tensor:
+        """Teacher heads use the first row of W^Q and W^K only, each scaled by d_k^(1/4)."""
+        r = root.numel()
+        W = torch.zeros(self.p, r, dtype=torch.float64)
+        U, V = singular_vectors(self.D, r, gen), singular_vectors(self.D, r, gen)
+        scale = root * self.d_k ** 0.25
+        n = self.d_k * self.D
+        W[:n] = first_row_units(V.T * scale[:, None], self.d_k)
+        W[n:] = first_row_units(U.T * scale[:, None], self.d_k)
+        return W
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """The fixed-readout design with d_k = 1: no I_dk Kronecker factor, so no degenerate
+        copies of a mode."""
+        return super().mode_design(n_modes, width, gen, seed, d_k=1)
 
 
 class SingleHeadLogits(_FixedReadout):

@@ -8,13 +8,14 @@ are laid out, its unit input dimension, its fixed readout). Importing this regis
 torch: the classes are imported on the first build, so the fit and figure jobs can read titles
 and notes without paying for torch.
 
-A new architecture is its module file (a ``UnitModule``) and one ``Architecture`` entry below.
+A new architecture is its module file (a ``UnitModule``) and one ``Architecture`` entry below
+(docs/extending.md, "Adding an architecture").
 """
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
     from nqf.architectures.base import UnitModule
@@ -34,7 +35,12 @@ class Architecture:
     figure gives it instead ("Fig. 2" -> "MLP"). ``higher_order`` is the first term Theorem 1
     drops (where the module leaves its NQF). ``rank_one_units``: each unit adds one rank-one term
     to the effective matrix E (a perceptron, a CNN kernel, a linear MoE expert), so a rank-r
-    teacher needs r units (an attention head can add up to d_k).
+    teacher needs r units (an attention head can add up to d_k). ``effective_matrix``: the NQF
+    is linear in a small matrix E(W) that the class's ``effective_matrix``, ``effective_outputs``
+    and ``teacher_units`` give (nqf.architectures.effective; the nqf_approximation kind).
+    ``mode_design``: the class's ``mode_design`` builds data with K decoupled modes for this entry
+    (nqf.architectures.mode_designs; the init_scaling kind). Both are flags here, not looked up on
+    the class, so that the config schema's choices load without torch.
     """
 
     name: str
@@ -47,6 +53,8 @@ class Architecture:
     figure_titles: Mapping[str, str] = field(default_factory=dict, hash=False)
     higher_order: str = ""
     rank_one_units: bool = False
+    effective_matrix: bool = False
+    mode_design: bool = False
 
     @property
     def module_class(self) -> type[UnitModule]:
@@ -61,7 +69,8 @@ class Architecture:
 _ENTRIES = [
     Architecture("mlp", "2-layer MLP (tanh)", "Prop. 1, Eq. 6", "mlp.TwoLayerMLP", z2=True,
                  figure_titles={"Fig. 2": "MLP", "Fig. 6": "MLP 20-100-1 (tanh)"},
-                 higher_order="tanh cubic term, error O(|W|^4)", rank_one_units=True),
+                 higher_order="tanh cubic term, error O(|W|^4)", rank_one_units=True,
+                 effective_matrix=True, mode_design=True),
     Architecture("mlp_gelu", "2-layer MLP (GELU, no Z2)", "Prop. 1, Eq. 6", "mlp.TwoLayerMLP", z2=False,
                  options={"activation_name": "gelu"},
                  higher_order="GELU quadratic term, the unit is cubic in w, error O(|W|^3)", rank_one_units=True),
@@ -71,34 +80,39 @@ _ENTRIES = [
                  rank_one_units=True),
     Architecture("cnn", "1-layer CNN, sum pool", "Prop. 6, Eq. 16", "cnn.OneLayerCNN", z2=True,
                  figure_titles={"Fig. 2": "CNN", "Fig. 7": "1-layer CNN"},
-                 higher_order="tanh cubic term per patch, error O(|W|^4)", rank_one_units=True),
+                 higher_order="tanh cubic term per patch, error O(|W|^4)", rank_one_units=True,
+                 effective_matrix=True, mode_design=True),
     Architecture("mha", "multi-head attention", "Prop. 2, Eq. 8", "attention.MultiHeadAttention", z2=True,
-                 figure_titles={"Fig. 2": "MHA"}, higher_order="Q and K enter at quartic order through the softmax"),
+                 figure_titles={"Fig. 2": "MHA"}, higher_order="Q and K enter at quartic order through the softmax",
+                 effective_matrix=True, mode_design=True),
     Architecture("qk_head", "query-key-only heads", "Prop. 3, Eq. 10", "query_key.QueryKeyAttention", z2=True,
                  figure_titles={"Fig. 2": "QK-only head", "Fig. 6": "QK-only attention (4 heads)"},
-                 higher_order="softmax second order in the logits W^K^T W^Q, error O(|W|^4)"),
+                 higher_order="softmax second order in the logits W^K^T W^Q, error O(|W|^4)",
+                 effective_matrix=True, mode_design=True),
     Architecture("qk_self_attention", "query-key self-attention, mean-pooled queries", "Prop. 3, Eq. 10",
                  "query_key.SelfAttentionReadout", z2=True,
                  figure_titles={"Fig. 7": "self-attention, fixed readout"},
                  higher_order="softmax second order in the logits, error O(|W|^4)"),
     Architecture("single_head_logits", "single head, rows as units", "Prop. 4, Eq. 12", "query_key.SingleHeadLogits",
-                 z2=True, higher_order="softmax second order in the logits, error O(|W|^4)"),
+                 z2=True, higher_order="softmax second order in the logits, error O(|W|^4)", mode_design=True),
     Architecture("moe", "MoE, tanh gate, linear experts", "Prop. 5, Eq. 14", "moe.MixtureOfExperts", z2=True,
                  figure_titles={"Fig. 2": "MoE"}, higher_order="gate tanh cubic term, error O(|W|^4)",
-                 rank_one_units=True),
+                 rank_one_units=True, effective_matrix=True, mode_design=True),
     Architecture("moe_tanh_expert", "MoE, tanh experts (A = 0)", "Prop. 5, Eq. 14", "moe.MixtureOfExperts", z2=False,
                  options={"expert": "tanh"},
                  higher_order="A = 0: the unit starts at its cubic term (tanh gate times tanh expert)"),
     Architecture("fourier_mlp", "Fourier MLP", "Eq. 50, Eq. 296", "fourier.FourierMLP", z2=True,
-                 higher_order="tanh cubic term, error O(|w|^4)"),
+                 higher_order="tanh cubic term, error O(|w|^4)", mode_design=True),
     Architecture("phase_retrieval", "quadratic net / phase retrieval", "Table 3", "table3.PhaseRetrieval",
-                 z2=True, exact=True),
-    Architecture("diagonal_net", "diagonal linear net (u^2)", "Table 3", "table3.DiagonalNet", z2=True, exact=True),
+                 z2=True, exact=True, mode_design=True),
+    Architecture("diagonal_net", "diagonal linear net (u^2)", "Table 3", "table3.DiagonalNet", z2=True, exact=True,
+                 mode_design=True),
     Architecture("diagonal_net_two_factor", "diagonal linear net (u, v)", "Table 3", "table3.DiagonalNetTwoFactor",
                  z2=True, exact=True),
-    Architecture("matrix_sensing", "PSD matrix sensing", "Table 3", "table3.MatrixSensing", z2=True, exact=True),
+    Architecture("matrix_sensing", "PSD matrix sensing", "Table 3", "table3.MatrixSensing", z2=True, exact=True,
+                 mode_design=True),
     Architecture("rectangular_sensing", "rectangular matrix sensing", "Table 3", "table3.RectangularSensing",
-                 z2=True, exact=True),
+                 z2=True, exact=True, mode_design=True),
     Architecture("matrix_completion", "matrix completion", "Table 3", "table3.MatrixCompletion", z2=True, exact=True),
     Architecture("word_context", "word-context score", "Table 3", "table3.MatrixCompletion",
                  options={"n_rows": 5, "n_cols": 4}, z2=True, exact=True),
@@ -111,6 +125,21 @@ _ENTRIES = [
 ARCHITECTURES: dict[str, Architecture] = {entry.name: entry for entry in _ENTRIES}
 MODULES = tuple(name for name, entry in ARCHITECTURES.items() if not entry.exact)
 QUADRATIC_MODELS = tuple(name for name, entry in ARCHITECTURES.items() if entry.exact)
+
+# Named selections of the registry, for the config's choices of architectures (nqf.pipeline.config
+# fills the schema's lists from them, so an entry's flag is all a kind needs to accept it).
+SELECTIONS: dict[str, Callable[[Architecture], bool]] = {
+    "effective_matrix": lambda entry: entry.effective_matrix,
+    "mode_design": lambda entry: entry.mode_design,
+    "mode_design_module": lambda entry: entry.mode_design and not entry.exact,
+}
+
+
+def selection(name: str) -> tuple[str, ...]:
+    """The architectures of the selection ``name`` (a key of SELECTIONS), in registry order."""
+    if name not in SELECTIONS:
+        raise ValueError(f"Unknown selection of architectures {name!r}; choose from {', '.join(SELECTIONS)}.")
+    return tuple(entry.name for entry in _ENTRIES if SELECTIONS[name](entry))
 
 
 def _entry(name: str) -> Architecture:

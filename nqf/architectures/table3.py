@@ -21,6 +21,12 @@ from nqf.architectures.base import (
     gaussian,
     generator,
 )
+from nqf.architectures.mode_designs import (
+    orthonormal,
+    pair_modes,
+    standard_normal,
+    whitened,
+)
 from nqf.architectures.query_key import context_covariance_readout
 from nqf.theory.factored import BlockBilinearForm, LowRankSymmetricForm
 from nqf.theory.forms import DiagonalForm, StructureForm
@@ -87,6 +93,15 @@ class PhaseRetrieval(QuadraticUnitModel):
     def sample_inputs(self, m, gen):
         return self._randn(gen, m, self.p)
 
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """Sensing vectors along the directions of one orthonormal basis (commuting A)."""
+        D = n_modes + 1
+        O = orthonormal(D, D, gen)
+        scale = 0.5 + torch.rand(2 * D, generator=gen, dtype=torch.float64)
+        a = scale[:, None] * O.T.repeat(2, 1)  # every sensing vector along one basis direction
+        return dict(D=D, width=width, seed=seed), (a,), O[:, :n_modes], "orthogonal sensing directions"
+
 
 class DiagonalNet(QuadraticUnitModel):
     """Diagonal linear network, square parametrisation: f = sum_k x_k u_k^2 / 4, A = Diag(x) / 4."""
@@ -105,6 +120,14 @@ class DiagonalNet(QuadraticUnitModel):
 
     def sample_inputs(self, m, gen):
         return self._randn(gen, m, self.p)
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """Whitened inputs: C = I / 2, the modes are coordinate directions."""
+        D = n_modes + 1
+        x = whitened(standard_normal(gen, 4 * D, D))
+        return dict(D=D, width=width, seed=seed), (x,), torch.eye(D, n_modes, dtype=torch.float64), \
+            "whitened inputs: C = I / 2"
 
 
 class DiagonalNetTwoFactor(QuadraticUnitModel):
@@ -149,6 +172,15 @@ class MatrixSensing(QuadraticUnitModel):
     def sample_inputs(self, m, gen):
         return self._randn(gen, m, self.p, self.p)
 
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """Jointly diagonalisable S_mu (commuting A): the modes are their shared eigenvectors."""
+        n = n_modes + 1
+        O = orthonormal(n, n, gen)
+        lam = whitened(standard_normal(gen, 4 * n, n))
+        S = torch.einsum("ik,mk,jk->mij", O, lam, O)
+        return dict(n=n, width=width, seed=seed), (S,), O[:, :n_modes], "jointly diagonalisable S_mu"
+
 
 class RectangularSensing(QuadraticUnitModel):
     """Rectangular sensing / matrix factorisation: y = <S, U V^T> = Tr(U^T S V), A = 1/2 [[0, S], [S^T, 0]].
@@ -174,6 +206,15 @@ class RectangularSensing(QuadraticUnitModel):
 
     def sample_inputs(self, m, gen):
         return self._randn(gen, m, self.n_out, self.n_in)
+
+    @classmethod
+    def mode_design(cls, n_modes, width, gen, seed):
+        """Whitened sensing matrices: C = I, q_k = (u_k, v_k) / sqrt 2 (Corollary 4)."""
+        K = n_modes
+        n_out, n_in = K, K + 1
+        S = whitened(standard_normal(gen, 2 * n_out * n_in, n_out * n_in)).reshape(-1, n_out, n_in)
+        Q = pair_modes(n_out + n_in, 0, orthonormal(n_out, K, gen), n_out, orthonormal(n_in, K, gen))
+        return dict(n_out=n_out, n_in=n_in, width=width, seed=seed), (S,), Q, "whitened sensing matrices: C = I"
 
 
 class MatrixCompletion(QuadraticUnitModel):

@@ -70,15 +70,48 @@ MAGNITUDE_MAX = 1e150
 
 _SCHEMAS: dict = {}
 
+# Config lists whose choices are a selection of the architecture registry (kind, key) -> selection
+# (nqf.architectures.registry.SELECTIONS): an architecture joins them by its registry entry alone.
+ARCHITECTURE_CHOICES = {
+    ("nqf_approximation", "architectures"): "effective_matrix",
+    ("init_scaling", "architectures"): "mode_design",
+    ("init_scaling", "modules"): "mode_design_module",
+}
+
+
+def _fill_architecture_choices(schema: dict) -> dict:
+    """``schema`` with the enum of every ARCHITECTURE_CHOICES list set to its registry selection:
+    the names the schema lists first (every one of them must be in the selection), then the rest
+    of the selection in registry order. The lists' defaults must lie in the selection too."""
+    from nqf.architectures.registry import selection
+
+    for (kind, key), name in ARCHITECTURE_CHOICES.items():
+        if kind not in schema.get("$defs", {}):
+            continue
+        node = schema["$defs"][kind].get("properties", {}).get(key, {})
+        items = node.get("items", {})
+        if "enum" not in items:
+            raise ValueError(f"The config schema has no list of architectures at $defs.{kind}.properties.{key}.items.enum "
+                             f"(nqf.pipeline.config.ARCHITECTURE_CHOICES names it).")
+        chosen = selection(name)
+        for what, names in (("enum", items["enum"]), ("default", node.get("default", []))):
+            stray = [n for n in names if n not in chosen]
+            if stray:
+                raise ValueError(f"The config schema's {what} of {kind}.{key} lists {', '.join(stray)}, which the "
+                                 f"architecture registry does not mark {name}.")
+        items["enum"] = list(items["enum"]) + [n for n in chosen if n not in items["enum"]]
+    return schema
+
 
 def load_schema(path: str | Path | None = None) -> dict:
-    """The config schema (a copy: callers may change it); parsed once per file version, since
+    """The config schema (a copy: callers may change it), its lists of architectures filled from
+    the registry (:func:`_fill_architecture_choices`); parsed once per file version, since
     parsing takes longer than validating a config."""
     path = Path(path or SCHEMA_PATH)
     key = (str(path), path.stat().st_mtime_ns)
     if key not in _SCHEMAS:
         with open(path) as fh:
-            _SCHEMAS[key] = yaml.safe_load(fh)
+            _SCHEMAS[key] = _fill_architecture_choices(yaml.safe_load(fh))
     return copy.deepcopy(_SCHEMAS[key])
 
 

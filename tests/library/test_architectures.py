@@ -248,8 +248,16 @@ def test_forward_replicas_equals_forward_with_per_replica(name):
 
 
 # -- the registry functions the experiment kinds build on ------------------------------------
-from nqf.architectures import (build, gaussian_teacher, higher_order, initial_weights,  # noqa: E402
-                               input_variables, read_inputs, title, unit_input_dim)
+from nqf.architectures import (  # noqa: E402
+    build,
+    gaussian_teacher,
+    higher_order,
+    initial_weights,
+    input_variables,
+    read_inputs,
+    title,
+    unit_input_dim,
+)
 
 
 def _input_axes(module, x) -> dict[str, int]:
@@ -408,11 +416,56 @@ def test_registry_facts_load_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom nqf.architectures import ARCHITECTURES, MODULES, higher_order, title\n"
+    code = ("import sys\nfrom nqf.architectures import ARCHITECTURES, MODULES, higher_order, selection, title\n"
+            "from nqf.pipeline.config import load_schema\n"
             "assert title('mlp', 'Fig. 6') and higher_order('cnn') and len(MODULES) > 5\n"
+            "assert selection('effective_matrix') and load_schema()\n"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     assert out.stdout.strip() == "False"
+
+
+def test_registry_flags_are_what_the_classes_define():
+    """An entry marked effective_matrix / mode_design has a class that defines those methods."""
+    from nqf.architectures import UnitModule, selection
+
+    for name in selection("effective_matrix"):
+        cls = ARCHITECTURES[name].module_class
+        for method in ("effective_matrix", "effective_outputs", "teacher_units"):
+            assert getattr(cls, method) is not getattr(UnitModule, method), (name, method)
+    for name in selection("mode_design"):
+        assert ARCHITECTURES[name].module_class.mode_design.__func__ is not UnitModule.mode_design.__func__, name
+    assert set(selection("mode_design_module")) == set(selection("mode_design")) - set(QUADRATIC_MODELS)
+    with pytest.raises(ValueError, match="Unknown selection"):
+        selection("attention")
+
+
+def test_config_choices_of_architectures_are_the_registry_selections():
+    """The config schema's lists of architectures (nqf.pipeline.config.ARCHITECTURE_CHOICES) hold
+    every architecture of their registry selection, the schema's own listing first."""
+    from nqf.architectures import selection
+    from nqf.pipeline.config import (
+        ARCHITECTURE_CHOICES,
+        _fill_architecture_choices,
+        load_schema,
+    )
+
+    schema = load_schema()
+    for (kind, key), name in ARCHITECTURE_CHOICES.items():
+        enum = schema["$defs"][kind]["properties"][key]["items"]["enum"]
+        assert sorted(enum) == sorted(selection(name)), (kind, key)
+    stray = load_schema()
+    stray["$defs"]["init_scaling"]["properties"]["modules"]["items"]["enum"].append("diagonal_net")
+    with pytest.raises(ValueError, match="does not mark mode_design_module"):
+        _fill_architecture_choices(stray)
+
+
+@pytest.mark.parametrize("name", ["qk_self_attention", "mlp_gelu", "phase_retrieval_x"])
+def test_architectures_without_a_mode_design_are_refused(name):
+    from nqf.architectures.mode_designs import design
+
+    with pytest.raises(ValueError, match="No init_scaling design"):
+        design(name, 2, 3, 0)
 
 
 def test_linear_network_is_buildable_and_exact():

@@ -7,8 +7,13 @@ wrong index, block or factor fails by O(1)).
 import pytest
 import torch
 
-from nqf.architectures import ARCHITECTURES
-from nqf.architectures.effective import effective_matrix, effective_outputs, singular_values, teacher_weights
+from nqf.architectures import ARCHITECTURES, UnitModule, selection
+from nqf.architectures.effective import (
+    effective_matrix,
+    effective_outputs,
+    singular_values,
+    teacher_weights,
+)
 
 F64 = torch.float64
 SMALL = {
@@ -19,35 +24,49 @@ SMALL = {
     "moe": dict(D=5, width=4, n_outputs=3),
 }
 SHAPES = {"mlp": (3, 6), "cnn": (3, 6), "mha": (3, 5), "qk_head": (5, 5), "moe": (15, 5)}
+WITH_E = selection("effective_matrix")  # an architecture not sized above is tested at its defaults
+
+
+def small(name):
+    return ARCHITECTURES[name].build(**SMALL.get(name, {}))
 
 
 def gen(seed):
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.mark.parametrize("name", list(SMALL))
+def test_every_architecture_with_an_effective_matrix_is_tested_and_defines_it():
+    assert set(SMALL) <= set(WITH_E)
+    for name in WITH_E:
+        cls = ARCHITECTURES[name].module_class
+        for method in ("effective_matrix", "effective_outputs", "teacher_units"):
+            assert getattr(cls, method) is not getattr(UnitModule, method), (name, method)
+
+
+@pytest.mark.parametrize("name", WITH_E)
 def test_nqf_output_is_the_form_of_the_effective_matrix(name):
-    module = ARCHITECTURES[name].build(**SMALL[name])
+    module = small(name)
     x = module.sample_inputs(7, gen(1))
     W = torch.randn(2, module.p, module.width, generator=gen(2), dtype=F64)
     E = effective_matrix(module, W)
-    assert E.shape == (2, *SHAPES[name])
+    assert E.shape[0] == 2 and E.shape[1:] == SHAPES.get(name, E.shape[1:])
     f_form = effective_outputs(module, E, x)
     f_nqf = module.structure(x).outputs(W).reshape(2, 7, module.n_outputs)
     assert float((f_form - f_nqf).abs().max()) <= 1e-12 * float(f_nqf.abs().max())
     assert float(f_nqf.abs().max()) > 0.1  # a test that cannot fail on zeros
 
 
-@pytest.mark.parametrize("name", list(SMALL))
+@pytest.mark.parametrize("name", WITH_E)
 def test_teacher_has_the_prescribed_spectrum_and_its_outputs(name):
-    module = ARCHITECTURES[name].build(**SMALL[name])
-    s = torch.tensor([1.0, 0.5, 0.25], dtype=F64)
+    module = small(name)
+    s = torch.tensor([1.0, 0.5, 0.25] if name in SMALL else [1.0, 0.5], dtype=F64)
+    r = len(s)
     W = teacher_weights(module, s, gen(3))
-    assert W.shape == (module.p, 3)
-    assert torch.allclose(singular_values(module, W, 3), s, rtol=0, atol=1e-13)
+    assert W.shape == (module.p, r)
+    assert torch.allclose(singular_values(module, W, r), s, rtol=0, atol=1e-13)
     E = effective_matrix(module, W)
-    U, sv, Vh = torch.linalg.svd(E)
-    assert torch.allclose(sv[3:], torch.zeros_like(sv[3:]), atol=1e-13)  # rank exactly 3
+    sv = torch.linalg.svdvals(E)
+    assert torch.allclose(sv[r:], torch.zeros_like(sv[r:]), atol=1e-13)  # rank exactly r
     if name == "moe":  # every per-output block is symmetric: the data identify E exactly
         Ec = E.reshape(module.n_outputs, module.D, module.D)
         assert torch.allclose(Ec, Ec.transpose(-1, -2), atol=1e-14)

@@ -19,21 +19,23 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ("featurewise", "samplewise", "competition", "collapse", "init_scaling", "nqf_approximation",
-         "featurewise_powerlaw", "samplewise_powerlaw", "fourier_powerlaw", "teacher_student", "real_data", "deep")
-
 COMMON = "import nqf, nqf.experiments, nqf.io.netcdf\nfrom nqf.experiments import kind_of\n"
 STAGES = {
     # the imports of workflow/scripts/<stage>.py, then the kind's module as the stage touches it
     "theory": COMMON + "m = kind_of({{'kind': '{kind}'}}); m.theory\n",
     "fit": COMMON + "import nqf.experiments.divergence\nm = kind_of({{'kind': '{kind}'}}); m.fit\n",
-    # (a checkout from before nqf.experiments.figures has the figure stage in the kind module)
-    "figure": COMMON + "import nqf.plotting\ntry:\n    from nqf.experiments import figure_of\n"
-                       "except ImportError:\n    kind_of({{'kind': '{kind}'}}).figure\n"
-                       "else:\n    figure_of({{'kind': '{kind}'}})\n",
+    "figure": COMMON + "import nqf.plotting\nfrom nqf.experiments import figure_of\nfigure_of({{'kind': '{kind}'}})\n",
     "train": COMMON + "import nqf.training.loop, nqf.training.quadratic\nm = kind_of({{'kind': '{kind}'}}); m.train_run\n",
 }
 REPORT = "import sys; print(' '.join(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'matplotlib'})))"
+
+
+def kinds_of(repo: Path) -> list[str]:
+    """The kinds registered in the checkout ``repo`` (nqf.experiments.KINDS)."""
+    out = subprocess.run([sys.executable, "-c", "from nqf.experiments import KINDS; print(' '.join(KINDS))"],
+                         env={**os.environ, "PYTHONPATH": str(repo)}, cwd=repo, capture_output=True, text=True,
+                         check=True)
+    return out.stdout.split()
 
 
 def time_job(code: str, repo: Path, repeat: int = 3) -> tuple[float, str]:
@@ -56,10 +58,10 @@ def main() -> None:
     bare, _ = time_job("pass\n", repo)
     lines = [f"python {sys.version.split()[0]}; checkout {repo}; best of 3 fresh processes per job",
              f"bare interpreter: {bare:.2f} s"]
-    totals = {}
+    totals, kinds = {}, kinds_of(repo)
     for stage, template in STAGES.items():
         times = []
-        for kind in KINDS:
+        for kind in kinds:
             t, loaded = time_job(template.format(kind=kind), repo)
             times.append(t)
             lines.append(f"{stage:7s} {kind:22s} {t:5.2f} s  loads: {loaded or '-'}")

@@ -1,12 +1,16 @@
-"""Experiment kinds. Each kind is a module with the stage functions the workflow calls:
+"""Experiment kinds. Each kind is a package ``nqf.experiments.<kind>`` whose module holds the
+stage functions the workflow calls and the facts the generic code reads (the contract, as code:
+nqf.experiments.contract):
 
-    STAGE_KEYS   which config keys each stage reads (they become the rule's params)
-    runs(cfg)    the run ids of an experiment (one training job and file each)
+    KIND, STAGE_KEYS   its name; which config keys each stage reads (they become the rule's params)
+    runs(cfg)          the run ids of an experiment (one training job and file each)
     make_data(cfg) -> Dataset, train_run(data, cfg, run, device) -> Dataset,
     theory(structure, cfg) -> Dataset, fit(structure, theory, runs, cfg) -> Dataset with claims
+    optional hooks and facts (contract.OPTIONAL): check, estimate, run_config, structure, ...;
+    NONFINITE, FINITE_THEORY, RUN_DIMS_OF_STRUCTURE, FIT_VARIABLES, config_sizes, PAPER_FIGURE
 
 and its figure stage, ``figure(theory, fit, runs, cfg, paths, font_size=, dpi=)``, in its own module
-``nqf.experiments.figures.<kind>`` (:func:`figure_of`): plotting code apart from fitting code. The
+``nqf.experiments.<kind>.figure`` (:func:`figure_of`): plotting code apart from fitting code. The
 figure module imports the kind module, never the reverse.
 
 A kind whose data matrices are too large to densify defines ``structure(data, cfg) -> Dataset``
@@ -22,39 +26,42 @@ an integer n, each run is split into jobs of n consecutive seeds of the config's
 joins the blocks again for the fit and the figure. The default, ``all``, keeps one job per run
 (one tensor program over every seed: the fastest for a fixed sweep).
 
-Layout of a kind ``<kind>``:
+The folder of a kind ``<kind>``:
 
-    nqf/experiments/<kind>.py          KIND, STAGE_KEYS, runs, run_config, check and the stages data,
-                                       structure, train, theory and fit (its public surface)
-    nqf/experiments/figures/<kind>.py  the figure stage and its plotting-only helpers
-    nqf/experiments/fits/<kind>.py     only for a kind too long for one module (~350 lines): the body
-                                       of its fit stage (measurements and claims); the kind's ``fit``
-                                       calls it, and it imports no kind module
+    nqf/experiments/<kind>/__init__.py  its facts, then its stages data, structure, train, theory
+                                        (its public surface; ``fit`` imported from fitting.py)
+    nqf/experiments/<kind>/fitting.py   its fit stage: measuring functions, and a judging function
+                                        that turns the measurements into claims; imports no module
+                                        of the kind's folder but the library's (the kind imports it)
+    nqf/experiments/<kind>/figure.py    the figure stage and its plotting-only helpers
+    nqf/experiments/<kind>/schema.yaml  its section of the config schema ($defs/<kind>)
 
 Science that does not depend on a kind's config layout (closed forms, trainers, reductions)
-belongs in the library (nqf/*.py); code two kinds share, in nqf.experiments.common (every kind),
-nqf.experiments.diagonal_gd (the kinds training on diagonal data from W(0) = sqrt(eps) I) or
-nqf.experiments.powerlaw (the power-law kinds). No kind imports another kind.
+belongs in the library (nqf.theory, nqf.training, ...); code two kinds share, in
+nqf.experiments.common (every kind), nqf.experiments.diagonal_gd (the kinds training on diagonal
+data from W(0) = sqrt(eps) I) or nqf.experiments.powerlaw and powerlaw_figure (the power-law
+kinds). No kind imports another kind.
 
-Adding an experiment of a known kind is a config change only; adding a kind is a new module
-here, its figure module in figures/, its entry in KINDS and its schema under $defs in
-nqf/schemas/config.schema.yaml (linked from workflow/schemas/).
+Adding an experiment of a known kind is a config change only; adding a kind is its folder here
+and its line in KINDS (docs/extending.md): the generic code reads everything else from the kind.
 """
 from __future__ import annotations
 
 import importlib
 import math
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 
-from nqf.experiments.contract import STAGES, StageConfig, hook
+from nqf.experiments.contract import SCHEMA_FILE, STAGES, StageConfig, figure_module, hook
 
 
 class Kinds(Mapping):
     """Kind name -> its module nqf.experiments.<kind>, imported on first look-up: a workflow job
-    imports the one kind it runs (and no torch where that kind's stage needs none)."""
+    imports the one kind it runs (and no torch where that kind's stage needs none). The order of
+    the names is the order of the config schema's kind list."""
 
     def __init__(self, names):
         self._names = tuple(names)
@@ -101,17 +108,18 @@ def kind_of(exp_cfg: dict) -> ModuleType:
                          f"{', '.join(sorted(KINDS))}.") from None
 
 
-def figure_module(kind: str) -> ModuleType:
-    """The module nqf.experiments.<kind>.figure (the kind's figure stage), imported on first use."""
-    if kind not in KINDS:
-        raise ValueError(f"Unknown experiment kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}.")
-    return importlib.import_module(f"{__name__}.{kind}.figure")
-
-
 def figure_of(exp_cfg: dict):
     """The figure stage of an experiment's kind: ``figure(theory, fit, runs, cfg, paths, *,
-    font_size, dpi)`` of nqf.experiments.<kind>.figure."""
+    font_size, dpi)`` of nqf.experiments.<kind>.figure (:func:`~nqf.experiments.contract.figure_module`)."""
     return figure_module(kind_of(exp_cfg).KIND).figure
+
+
+def schema_path(kind: str) -> Path:
+    """The file of a kind's section of the config schema, nqf/experiments/<kind>/schema.yaml (found
+    without importing the kind's module)."""
+    if kind not in KINDS:
+        raise ValueError(f"Unknown experiment kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}.")
+    return Path(__file__).resolve().parent / kind / SCHEMA_FILE
 
 
 def stage_config(exp_cfg: dict, stage: str) -> dict:
@@ -234,7 +242,7 @@ def check_config(cfg: dict, *, jobs_run_here: bool = True) -> None:
         kind = kind_of(exp)
         problems = seed_block_check(exp) or eps_check(exp) or run_id_check(exp)
         # sizes before the kind's check, which may build its modules (an estimate builds none)
-        problems = problems or machine.size_problems(exp_id, exp, kind, limit) or _kind_check(kind, exp)
+        problems = problems or machine.resource_problems(exp_id, exp, kind, limit) or _kind_check(kind, exp)
         for key, problem in problems:
             raise ConfigError(f"Config key 'experiments.{exp_id}{'.' + key if key else ''}': {problem}")
 

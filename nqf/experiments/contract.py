@@ -1,4 +1,4 @@
-"""The contract every experiment kind (a module ``nqf.experiments.<kind>`` and its figure module
+"""The contract every experiment kind (a package ``nqf.experiments.<kind>`` and its figure module
 ``nqf.experiments.<kind>.figure``) fulfils, as code.
 
 The workflow calls a kind's stages positionally, each with the config keys its ``STAGE_KEYS``
@@ -11,18 +11,23 @@ entry names (the rule's ``params``) and nothing else:
     fit      fit(structure, theory, runs, cfg) -> Dataset with the claims
     figure   figure(theory, fit, runs, cfg, paths, *, font_size, dpi)   (in the figure module)
 
-Optional hooks (``OPTIONAL``) change what the generic code does when a kind defines them.
-:func:`problems` checks a module against all of this; the conformance test runs it over every
-registered kind, so a kind that lacks a stage or a figure module, takes the wrong arguments or
-lists a stage key its schema does not define fails there, not in a workflow job.
+Optional members (``OPTIONAL``) change what the generic code does when a kind defines them:
+hooks (functions) and facts (constants the checks and reports of nqf.pipeline read: what its
+files may hold non-finite, its fit variables, the sizes its config fixes, its paper figure).
+Beside its module, a kind's folder holds its config section ``schema.yaml`` (its ``$defs`` entry
+of the config schema, which nqf.pipeline.config assembles from the registry).
+:func:`breaches` checks a kind against all of this; the conformance test runs it over every
+registered kind, so a kind that lacks a stage or a figure module, takes the wrong arguments,
+lists a stage key its schema does not define or declares a fact of the wrong shape fails there,
+not in a workflow job.
 """
 from __future__ import annotations
 
 import importlib
 import inspect
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, runtime_checkable
 
 STAGES = ("data", "structure", "train", "theory", "fit", "figure")
 
@@ -39,6 +44,19 @@ SIGNATURES = {
 FIGURE_SIGNATURE = ("figure", 5, ("font_size", "dpi"))
 KINDS_PACKAGE = "nqf.experiments"
 
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    """The figure (or theorem) of the paper a kind reproduces, as the reproduction page lists it:
+    its ``label`` ('Fig. 3 (right)'), ``title`` and ``order`` (its place on the page, lowest
+    first)."""
+
+    label: str
+    title: str
+    order: int
+
+
 # optional member -> what it does (and, for functions, its positional arity)
 OPTIONAL = {
     "structure": "structure(data, cfg) -> Dataset with r and C, instead of the generic reduction (data too large to densify)",
@@ -53,11 +71,25 @@ OPTIONAL = {
     "RUN_ID_KEYS": "the config lists the run ids are made of (a value listed twice is refused)",
     "estimate": "estimate(cfg) -> {'bytes': .., 'steps': .., 'what': ..}: the largest run's memory and steps, "
                 "checked against the machine before any job (default: nqf.experiments.machine.generic_estimate)",
+    # facts read by the result checks (nqf.pipeline.validate) and the reproduction page
+    "NONFINITE": "stage -> {variable name pattern: why}: variables of its data, structure or run files that hold "
+                 "NaN/inf by design (padding of ragged records, losses after a divergence it tolerates)",
+    "FINITE_THEORY": "theory variables that must be finite (its predicted trajectories and the numbers every valid "
+                     "config makes finite; the others may hold NaN/inf as markers)",
+    "RUN_DIMS_OF_STRUCTURE": "dimensions of its run files that are the structure file's (checked in the fit job)",
+    "FIT_VARIABLES": "the variables its fit always writes beside the claims (a fit file lacking one is refused)",
+    "config_sizes": "config_sizes(cfg) -> {dimension: size} that the config fixes for every file of the experiment",
+    "PAPER_FIGURE": "PaperFigure(label, title, order): the paper figure it reproduces, on the reproduction page "
+                    "(None: this project's own experiment)",
 }
-OPTIONAL_ARITY = {"structure": 2, "run_config": 2, "check": 1, "estimate": 1, "reading_keys": 1}
+OPTIONAL_ARITY = {"structure": 2, "run_config": 2, "check": 1, "estimate": 1, "reading_keys": 1, "config_sizes": 1}
 # what the generic code does where a kind leaves an optional member out (None: the generic stage)
 DEFAULTS = {"structure": None, "run_config": None, "check": lambda cfg: [], "READING_KEYS": (), "SEED_BLOCKS": False,
-            "RUN_ID_KEYS": (), "estimate": None, "reading_keys": None, "READING_CHOICES": {}}
+            "RUN_ID_KEYS": (), "estimate": None, "reading_keys": None, "READING_CHOICES": {},
+            "NONFINITE": {}, "FINITE_THEORY": (), "RUN_DIMS_OF_STRUCTURE": (), "FIT_VARIABLES": (),
+            "config_sizes": lambda cfg: {}, "PAPER_FIGURE": None}
+# the file beside a kind's module holding its section of the config schema ($defs/<kind>)
+SCHEMA_FILE = "schema.yaml"
 
 
 class StageKeyError(KeyError):
@@ -125,32 +157,6 @@ def hook(module: ModuleType, name: str):
     return getattr(module, name, DEFAULTS[name])
 
 
-@runtime_checkable
-class ExperimentKind(Protocol):
-    """The members every kind module defines (see the module docstring for the calling order)."""
-
-    KIND: str
-    STAGE_KEYS: Mapping[str, tuple[str, ...]]
-
-    def runs(self, cfg: dict) -> list[str]: ...
-
-    def make_data(self, cfg: dict) -> Any: ...
-
-    def train_run(self, data: Any, cfg: dict, run: str, device: str = "auto") -> Any: ...
-
-    def theory(self, structure: Any, cfg: dict) -> Any: ...
-
-    def fit(self, structure: Any, theory: Any, runs: dict, cfg: dict) -> Any: ...
-
-
-@runtime_checkable
-class KindFigure(Protocol):
-    """The member every figure module ``nqf.experiments.<kind>.figure`` defines."""
-
-    def figure(self, theory: Any, fit: Any, runs: dict, cfg: dict, paths: Any, *, font_size: float,
-               dpi: int) -> None: ...
-
-
 def _accepts(fn, positional: int, keywords=()) -> str | None:
     """None when ``fn`` can be called with ``positional`` positional arguments and ``keywords``."""
     try:
@@ -171,19 +177,38 @@ def _accepts(fn, positional: int, keywords=()) -> str | None:
     return f"lacks the keyword argument(s) {', '.join(missing)}" if missing else None
 
 
-def figure_module_of(module: ModuleType) -> ModuleType | None:
-    """The figure module nqf.experiments.<KIND>.figure of a kind module, or None if there is none."""
-    package = f"{KINDS_PACKAGE}.{getattr(module, 'KIND', None)}"
-    name = f"{package}.figure"
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name in (name, package):
-            return None
-        raise
+def figure_module(kind: str) -> ModuleType:
+    """The figure module nqf.experiments.<kind>.figure of a kind (its figure stage), imported on
+    first use; ModuleNotFoundError naming it where the kind has none."""
+    return importlib.import_module(f"{KINDS_PACKAGE}.{kind}.figure")
 
 
-def problems(module: ModuleType, schema_keys: set[str] | None = None,
+def _tuple_of_names(value) -> bool:
+    return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+
+
+def fact_breaches(module: ModuleType) -> list[str]:
+    """Every fact (``OPTIONAL``) ``module`` declares in another shape than the contract's."""
+    name = getattr(module, "__name__", repr(module))
+    out = []
+    for fact in ("FINITE_THEORY", "RUN_DIMS_OF_STRUCTURE", "FIT_VARIABLES"):
+        if not _tuple_of_names(hook(module, fact)):
+            out.append(f"{name}.{fact} is not a tuple of names")
+    nonfinite = hook(module, "NONFINITE")
+    if not isinstance(nonfinite, Mapping) or not set(nonfinite) <= set(STAGES) or not all(
+            isinstance(v, Mapping) and all(isinstance(k, str) and isinstance(w, str) for k, w in v.items())
+            for v in nonfinite.values()):
+        out.append(f"{name}.NONFINITE is not a mapping of stages ({', '.join(STAGES)}) to "
+                   f"{{variable name pattern: why}}")
+    paper = hook(module, "PAPER_FIGURE")
+    if paper is not None and not isinstance(paper, PaperFigure):
+        out.append(f"{name}.PAPER_FIGURE is not a PaperFigure (or None)")
+    if not isinstance(getattr(module, "SEED_BLOCKS", False), bool):
+        out.append(f"{name}.SEED_BLOCKS must be True or False")
+    return out
+
+
+def breaches(module: ModuleType, schema_keys: set[str] | None = None,
              figures: ModuleType | None = None) -> list[str]:
     """Every way ``module`` breaks the contract, one sentence each (empty when it conforms).
 
@@ -213,7 +238,13 @@ def problems(module: ModuleType, schema_keys: set[str] | None = None,
             out.append(f"{name} lacks the stage function {fn_name}")
         elif (why := _accepts(fn, n_pos, keywords)) is not None:
             out.append(f"{name}.{fn_name} {why}")
-    figures = figure_module_of(module) if figures is None else figures
+    if figures is None:
+        package = f"{KINDS_PACKAGE}.{getattr(module, 'KIND', None)}"
+        try:
+            figures = figure_module(getattr(module, "KIND", None))
+        except ModuleNotFoundError as exc:
+            if exc.name not in (f"{package}.figure", package):
+                raise
     fn_name, n_pos, keywords = FIGURE_SIGNATURE
     if figures is None:
         out.append(f"{name} has no figure module {KINDS_PACKAGE}.{getattr(module, 'KIND', '?')}.figure "
@@ -222,10 +253,8 @@ def problems(module: ModuleType, schema_keys: set[str] | None = None,
         out.append(f"{figures.__name__} lacks the stage function {fn_name}")
     elif (why := _accepts(fn, n_pos, keywords)) is not None:
         out.append(f"{figures.__name__}.{fn_name} {why}")
-    for hook, n_pos in OPTIONAL_ARITY.items():
-        fn = getattr(module, hook, None)
+    for member, n_pos in OPTIONAL_ARITY.items():
+        fn = getattr(module, member, None)
         if fn is not None and (not callable(fn) or (why := _accepts(fn, n_pos)) is not None):
-            out.append(f"{name}.{hook} (optional hook) " + ("is not callable" if not callable(fn) else why))
-    if not isinstance(getattr(module, "SEED_BLOCKS", False), bool):
-        out.append(f"{name}.SEED_BLOCKS must be True or False")
-    return out
+            out.append(f"{name}.{member} (optional hook) " + ("is not callable" if not callable(fn) else why))
+    return out + fact_breaches(module)

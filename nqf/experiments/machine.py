@@ -189,7 +189,7 @@ def estimate(kind: ModuleType, exp: dict) -> dict:
     return own(exp) if own is not None else generic_estimate(exp)
 
 
-def size_problems(exp_id: str, exp: dict, kind: ModuleType, limit: int | None = None) -> list[tuple[str, str]]:
+def resource_problems(exp_id: str, exp: dict, kind: ModuleType, limit: int | None = None) -> list[tuple[str, str]]:
     """(key, sentence) when the largest run of ``exp`` (of the kind module ``kind``) would need
     more memory than ``limit`` bytes (default: this machine's, :func:`machine_memory`) or more
     than MAX_STEPS steps."""

@@ -2,7 +2,8 @@
 
 Validation happens in two passes so that every message can name the exact key path and the
 allowed values: first the top level (global keys, experiment ids and their ``kind``), then each
-experiment against the schema of its kind (``$defs/<kind>`` in the schema file). Keys shared by
+experiment against the schema of its kind (``$defs/<kind>``, kept in the kind's folder
+nqf/experiments/<kind>/schema.yaml and added by :func:`load_schema`). Keys shared by
 kinds are described once under ``$defs`` and referenced with ``$ref``; jsonschema resolves them
 when validating, and :func:`resolve` does for the defaults and the number coercion. Defaults from
 the schema are filled in, so downstream code sees every key.
@@ -107,12 +108,30 @@ def load_schema(path: str | Path | None = None) -> dict:
     """The config schema (a copy: callers may change it), its lists of architectures filled from
     the registry (:func:`_fill_architecture_choices`); parsed once per file version, since
     parsing takes longer than validating a config."""
+    from nqf.experiments import KINDS, schema_path
+
     path = Path(path or SCHEMA_PATH)
-    key = (str(path), path.stat().st_mtime_ns)
+    sections = [schema_path(kind) for kind in KINDS]
+    key = tuple((str(p), p.stat().st_mtime_ns) for p in [path, *sections])
     if key not in _SCHEMAS:
         with open(path) as fh:
-            _SCHEMAS[key] = _fill_architecture_choices(yaml.safe_load(fh))
+            _SCHEMAS[key] = _fill_architecture_choices(with_kind_sections(yaml.safe_load(fh)))
     return copy.deepcopy(_SCHEMAS[key])
+
+
+def with_kind_sections(schema: dict) -> dict:
+    """``schema`` with the section of every registered kind (nqf.experiments.KINDS) under
+    ``$defs/<kind>``, read from its folder (:func:`nqf.experiments.schema_path`), and those kinds,
+    in registry order, as the enum of an experiment's ``kind``."""
+    from nqf.experiments import KINDS, schema_path
+
+    defs = schema.setdefault("$defs", {})
+    for kind in KINDS:
+        with open(schema_path(kind)) as fh:
+            defs[kind] = yaml.safe_load(fh)
+    experiment = schema["properties"]["experiments"]["additionalProperties"]
+    experiment["properties"]["kind"]["enum"] = list(KINDS)
+    return schema
 
 
 def load_yaml(path: str | Path) -> dict:

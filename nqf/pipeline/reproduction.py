@@ -18,27 +18,22 @@ from pathlib import Path
 
 import xarray as xr
 
+from nqf.experiments import KINDS
 from nqf.experiments.common import summary_rows
+from nqf.experiments.contract import PaperFigure, hook
 
-# The paper figure each kind reproduces (None: an experiment of this project, not in the paper).
-PAPER_FIGURES = {
-    "nqf_approximation": ("Fig. 2", "NQF approximation across architectures, optimizers and init scales"),
-    "featurewise": ("Fig. 3 (left, middle)", "feature-wise saddle-to-saddle dynamics (Theorem 6)"),
-    "featurewise_powerlaw": ("Fig. 3 (right)", "feature-wise power law (Theorem 9)"),
-    "samplewise": ("Fig. 4", "sample-wise saddle-to-saddle dynamics (Theorem 5)"),
-    "fourier_powerlaw": ("Fig. 5", "power laws of the Fourier MLP"),
-    "teacher_student": ("Fig. 6", "teacher-student online SGD, module vs NQF"),
-    "real_data": ("Fig. 7", "odd vs even MNIST digits, module vs NQF"),
-    "deep": ("Fig. 8", "deep networks vs 2-layer and 1-layer NQFs"),
-    "samplewise_powerlaw": ("Theorem 11", "sample-wise power law (no figure in the paper)"),
-}
+
+def paper_figure(kind: str) -> PaperFigure | None:
+    """The paper figure a kind reproduces (its ``PAPER_FIGURE``); None for this project's own
+    experiments and for a kind this checkout does not know."""
+    return hook(KINDS[kind], "PAPER_FIGURE") if kind in KINDS else None
+
+
 # The style of the standalone HTML pages of the report (this page, the claims tables).
 PAGE_STYLE = ("body{font-family:sans-serif;max-width:72em;margin:2em auto;line-height:1.4}"
               "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #bbb;padding:3px 6px;"
               "font-size:90%;vertical-align:top}blockquote{color:#444;border-left:3px solid #bbb;margin:0.3em 0;"
               "padding-left:0.8em}")
-ORDER = ("Fig. 2", "Fig. 3 (left, middle)", "Fig. 3 (right)", "Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8",
-         "Theorem 11")
 
 
 @dataclass
@@ -55,8 +50,8 @@ class Experiment:
 
     @property
     def figure(self) -> str | None:
-        entry = PAPER_FIGURES.get(self.kind)
-        return entry[0] if entry else None
+        paper = paper_figure(self.kind)
+        return paper.label if paper else None
 
 
 def collect(fits: dict[str, xr.Dataset], configs: dict[str, dict]) -> list[Experiment]:
@@ -194,9 +189,9 @@ def figure_sections(experiments: list[Experiment]) -> list[dict]:
         if exp.figure:
             by_fig.setdefault(exp.figure, []).append(exp)
     sections = []
-    for fig in sorted(by_fig, key=lambda f: ORDER.index(f) if f in ORDER else len(ORDER)):
+    for fig in sorted(by_fig, key=lambda f: paper_figure(by_fig[f][0].kind).order):
         exps = by_fig[fig]
-        title = PAPER_FIGURES[exps[0].kind][1]
+        title = paper_figure(exps[0].kind).title
         readings = []
         for exp in exps:
             judged = [r for r in exp.rows if is_judged(r)]

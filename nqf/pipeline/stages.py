@@ -130,9 +130,9 @@ def fit(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, theo
     from nqf.experiments.divergence import diverged_runs, divergence_fit
     from nqf.io.netcdf import write_dataset
     from nqf.pipeline.validate import (
-        RUN_DIMS_OF_STRUCTURE,
         check_derived,
         open_stage,
+        run_dims_of_structure,
         with_data_config,
     )
 
@@ -142,7 +142,7 @@ def fit(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, theo
         check_derived(structure_ds, theory_ds, theory_file, "theory")
         files = {p: open_stage(p, "train", exp_cfg, experiment=exp) for p in run_files}
         for p, run in files.items():  # one z per structure mode, where the kind says so
-            check_derived(structure_ds, run, p, "train", dims=RUN_DIMS_OF_STRUCTURE.get(cfg["kind"], ()))
+            check_derived(structure_ds, run, p, "train", dims=run_dims_of_structure(cfg["kind"]))
         runs = merge_seed_blocks({Path(p).stem: run for p, run in files.items()})
         if diverged_runs(runs):
             logger.warning("runs %s diverged: fit skipped, one failing summary row each", sorted(diverged_runs(runs)))

@@ -12,30 +12,30 @@ summary, exit 0) or end in a numpy traceback that names no file. :func:`open_sta
 * coordinates that a config list defines (``seed`` = ``seeds``, ``eps`` = ``eps``, ...) hold
   exactly that list;
 * finite values: every float variable of a data, structure or run file is finite, except those
-  a kind declares as holding NaN/inf on purpose (:data:`NONFINITE`: padding of ragged records,
+  a kind declares as holding NaN/inf on purpose (its ``NONFINITE``: padding of ragged records,
   losses after a divergence the kind tolerates). A run recorded as diverged
   (``on_divergence: record``, attribute ``diverged``) is exempt: its NaN is the record. Of a
-  theory file only the variables of :data:`FINITE_THEORY` (trajectories, and the numbers every
+  theory file only the variables of its kind's ``FINITE_THEORY`` (trajectories, and the numbers every
   valid config makes finite) are checked, and fit files not at all: NaN and inf are how they say
   "never ignites", "no power law" or "not measured", and a failing claim row is their verdict;
-* the experiment: a file written for another experiment (attribute ``experiment``, or its title
-  in files of earlier versions) is refused, whatever its config (two experiments may share a
-  stage's config and still differ in size);
+* the experiment: a file written for another experiment (attribute ``experiment``, else its
+  title) is refused, whatever its config (two experiments may share a stage's config and still
+  differ in size);
 * the dimensions of the variables every kind writes alike (:data:`VARIABLE_DIMS`: a data file's
   A_diag, A and y, a run's loss, z and M); dimensions ``d`` and ``d_j`` (the axes of one square
-  matrix) of the same size, and the sizes
-  the config fixes (:func:`config_sizes`: modes, samples, parameters of featurewise and
-  competition);
+  matrix) of the same size, and the sizes the config fixes (its kind's ``config_sizes``: e.g. the
+  modes, samples and parameters of featurewise and competition);
 * the claim variables of a fit file, the variables its kind's fit always writes
-  (:data:`FIT_VARIABLES`), and that no claim is marked passed without a finite measurement and
+  (its ``FIT_VARIABLES``), and that no claim is marked passed without a finite measurement and
   a prediction (what Claim.passed requires);
 
 and :func:`check_derived` checks that a file and the file it is derived from agree in the size of
 every dimension they share (theory against structure; runs against structure in the dimensions
-of :data:`RUN_DIMS_OF_STRUCTURE`). A file that fails raises
+its kind's ``RUN_DIMS_OF_STRUCTURE`` names). A file that fails raises
 :class:`~nqf.io.netcdf.ResultFileError` with ``unusable=True``, naming the file and its rule; the
 workflow job moves it aside (:func:`nqf.pipeline.jobs.set_aside`) and the next snakemake call
-regenerates it, as for a truncated file.
+regenerates it, as for a truncated file. What a kind's files hold by design (the facts named
+above) the kind declares itself (nqf.experiments.contract.OPTIONAL); nothing here names a kind.
 """
 from __future__ import annotations
 
@@ -49,47 +49,29 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-# The stage of each results/ folder, and the workflow rule that writes it.
 from nqf.errors import ResultFileError
 from nqf.io.netcdf import config_of, open_result
 
+# The stage of each results/ folder, and the workflow rule that writes it.
 RULES = {"data": "data", "structure": "structure", "train": "train", "theory": "theory", "fit": "fit"}
 # Stages whose float variables must be finite (theory and fit use NaN/inf as markers).
 FINITE_STAGES = ("data", "structure", "train")
-# (kind, stage) -> variable name patterns that may hold NaN/inf by design, with why.
-NONFINITE: dict[tuple[str, str], dict[str, str]] = {
-    ("real_data", "structure"): {"s_ls": "NaN beyond an architecture's number of modes",
-                                 "r": "NaN beyond an architecture's number of modes",
-                                 "C": "NaN beyond an architecture's number of modes"},
-    ("fourier_powerlaw", "train"): {"loss": "NaN beyond a theta's steps", "coef": "NaN beyond a theta's steps",
-                                    "u": "NaN beyond a theta's steps", "z": "NaN beyond a theta's steps",
-                                    "tanh_argument": "NaN beyond a theta's steps"},
-    ("teacher_student", "train"): {"batch_loss_*": "NaN at the last recorded step, after which no minibatch is drawn"},
-    ("deep", "train"): {"train_*": "NaN after a divergence the kind records as a failed escape",
-                        "test_*": "NaN after a divergence", "truncation": "NaN after a divergence"},
-}
-# kind -> theory variables that must be finite: the predicted trajectories and the numbers the
-# science guarantees finite for every valid config (r > 0, eps in (0, 1), least-squares fits).
-# The other theory variables may hold NaN/inf on purpose (a mode that never ignites, a suppressed
-# mode's tau, an open-ended plateau), so they are not checked.
-FINITE_THEORY: dict[str, tuple[str, ...]] = {
-    "featurewise": ("z", "z_closed_form", "loss", "excess_loss", "t_star", "plateau_loss"),
-    "samplewise": ("z", "f", "sample_loss", "loss"),
-    "competition": ("z", "tau", "loss", "r", "C"),
-    "collapse": ("r", "C_diag", "plateau_loss"),
-    "featurewise_powerlaw": ("excess_loss", "r", "V", "z0"),
-    "samplewise_powerlaw": ("excess_loss", "r", "V"),
-    "real_data": ("loss_floor", "ls_test_loss", "f0_rms"),
-    "teacher_student": ("r", "C", "z0", "flow_lr"),
-    "deep": ("r", "C", "target_variance"),
-}
-# kind -> dimensions of its run files that are the structure file's (one z per mode of the
-# structure's shared eigenbasis); checked in the fit job by :func:`check_derived`. Other kinds'
-# runs may differ (collapse's rectangular networks have twice the modes; real_data's structure
-# pads every architecture to the largest).
-RUN_DIMS_OF_STRUCTURE: dict[str, tuple[str, ...]] = {
-    "featurewise": ("mode",), "competition": ("mode",), "samplewise": ("sample",),
-}
+
+
+def kind_fact(kind: str, name: str):
+    """The fact ``name`` a kind declares (nqf.experiments.contract.OPTIONAL), or its default."""
+    from nqf.experiments import KINDS
+    from nqf.experiments.contract import hook
+
+    return hook(KINDS[kind], name)
+
+
+def run_dims_of_structure(kind: str) -> tuple[str, ...]:
+    """The dimensions of a kind's run files that are its structure file's (checked in the fit job
+    by :func:`check_derived`); other kinds' runs may differ (collapse's rectangular networks have
+    twice the modes; real_data's structure pads every architecture to the largest)."""
+    return tuple(kind_fact(kind, "RUN_DIMS_OF_STRUCTURE"))
+
 
 # stage -> variable -> the dimensions it is along, or '...' then the dimensions it ends in, in
 # every kind that writes it: the structure matrices and targets of a data file
@@ -119,42 +101,18 @@ def dimension_problems(ds: xr.Dataset, stage: str) -> list[str]:
     return out
 
 
-def config_sizes(exp_cfg: Mapping) -> dict[str, int]:
-    """Dimension sizes the config fixes for every file of the experiment, where a kind's files
-    follow them plainly: featurewise has one sample, parameter and mode per entry of ``r``;
-    competition one sample per row of ``lam`` and one parameter and mode per column. Other kinds
-    (architectures, padding, power-law grids) are checked through their stage configs only."""
-    kind = exp_cfg.get("kind")
-    if kind == "featurewise" and isinstance(exp_cfg.get("r"), list):
-        n = len(exp_cfg["r"])
-        return dict.fromkeys(("sample", "param", "param_j", "mode", "mode_j"), n)
-    lam = exp_cfg.get("lam")
-    if kind == "competition" and isinstance(lam, list) and lam and isinstance(lam[0], list):
-        return {"sample": len(lam), **dict.fromkeys(("param", "param_j", "mode", "mode_j"), len(lam[0]))}
-    return {}
-
-
-def size_problems(ds: xr.Dataset, exp_cfg: Mapping) -> list[str]:
-    """Dimensions whose size is not the one the config fixes (:func:`config_sizes`)."""
+def config_size_problems(ds: xr.Dataset, exp_cfg: Mapping) -> list[str]:
+    """Dimensions whose size is not the one the config fixes (the kind's ``config_sizes``; other
+    kinds' sizes, set by architectures, padding or power-law grids, are checked through their
+    stage configs only)."""
+    sizes = kind_fact(str(exp_cfg["kind"]), "config_sizes")(exp_cfg)
     return [f"its dimension '{dim}' has size {ds.sizes[dim]}, the config makes it {n}"
-            for dim, n in config_sizes(exp_cfg).items() if dim in ds.sizes and ds.sizes[dim] != n]
+            for dim, n in sizes.items() if dim in ds.sizes and ds.sizes[dim] != n]
 
 
 # coordinate -> the config key whose list it holds, where the stage's config has that key as a list
 COORD_KEYS = {"seed": "seeds", "eps": "eps", "architecture": "architectures", "arch": "architectures",
               "optimizer": "optimizers", "theta": "thetas"}
-# kind -> the variables its fit always writes (one Dataset in its ``fit``), which the figure
-# draws; a fit file that lacks one was cut or made by something else. (A fit of diverged runs,
-# nqf.experiments.divergence.divergence_fit, holds claims only.)
-FIT_VARIABLES: dict[str, tuple[str, ...]] = {
-    "featurewise": ("t_star_measured", "t_star_predicted", "t_star_rel_error", "t_star_gd_delay",
-                    "z_max_log_error", "z_gd_error", "drop_mode", "drop_level", "drop_time_measured",
-                    "drop_time_predicted", "r", "C_diag"),
-    "samplewise": ("t_star_measured", "t_star_predicted", "t_star_asymptotic", "t_star_gd_delay",
-                   "f_max_log_error", "drop_sample", "drop_level", "drop_time_measured", "drop_time_predicted"),
-    "competition": ("t_star_measured", "t_star_predicted", "t_star_gd_shift", "tau_star_staircase", "staircase_gap"),
-    "collapse": ("tau_star_measured", "tau_star_theorem8", "gd_delay", "partner_advance", "tau_star_limit"),
-}
 CLAIM_VARIABLES = ("claim_quantity", "claim_predicted", "claim_measured", "claim_passed")
 
 
@@ -218,16 +176,23 @@ def data_problems(ds: xr.Dataset, exp_cfg: Mapping) -> list[str]:
     return _differ(stored, expected_config(exp_cfg, "data"), "it was made from other data")
 
 
+def nonfinite_patterns(kind: str, stage: str) -> dict[str, str]:
+    """{variable name pattern: why} of the variables a kind's ``stage`` files hold NaN/inf in by
+    design (its ``NONFINITE``)."""
+    return dict(kind_fact(kind, "NONFINITE").get(stage, {}))
+
+
 def _allowed(kind: str, stage: str, name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name, pat) for pat in NONFINITE.get((kind, stage), {}))
+    return any(fnmatch.fnmatchcase(name, pat) for pat in nonfinite_patterns(kind, stage))
 
 
 def finite_problems(ds: xr.Dataset, stage: str, kind: str) -> list[str]:
     """Float variables (and coordinates) holding NaN or inf that the stage requires finite: every
-    one of a data, structure or run file (less :data:`NONFINITE`), those of :data:`FINITE_THEORY`
-    of a theory file."""
+    one of a data, structure or run file (less the kind's ``NONFINITE``), those of its
+    ``FINITE_THEORY`` of a theory file (the others may hold NaN/inf on purpose: a mode that never
+    ignites, a suppressed mode's tau, an open-ended plateau)."""
     if stage == "theory":
-        names = [n for n in FINITE_THEORY.get(kind, ()) if n in ds.variables]
+        names = [n for n in kind_fact(kind, "FINITE_THEORY") if n in ds.variables]
     elif stage not in FINITE_STAGES or (stage == "train" and int(ds.attrs.get("diverged", 0))):
         return []
     else:
@@ -333,8 +298,8 @@ _TITLE_EXPERIMENT = re.compile(r" of experiment (\S+)$")
 
 
 def experiment_of(ds: xr.Dataset) -> str | None:
-    """The experiment id a file was written for: its ``experiment`` attribute, else (files of
-    earlier nqf versions) the end of its title ('nqf theory of experiment featurewise')."""
+    """The experiment id a file was written for: its ``experiment`` attribute, else the end of its
+    title ('nqf theory of experiment featurewise')."""
     found = ds.attrs.get("experiment")
     if found is None:
         m = _TITLE_EXPERIMENT.search(str(ds.attrs.get("title", "")))
@@ -361,8 +326,8 @@ def paired_dimension_problems(ds: xr.Dataset) -> list[str]:
     return out
 
 
-def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = None,
-             experiment: str | None = None) -> list[str]:
+def file_problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = None,
+                  experiment: str | None = None) -> list[str]:
     """Every way the ``stage`` file ``ds`` of an experiment (its whole config ``exp_cfg``, its id
     ``experiment`` where known) is wrong, one phrase each; empty when it is as the config says."""
     if stage not in RULES:
@@ -378,13 +343,13 @@ def problems(ds: xr.Dataset, stage: str, exp_cfg: Mapping, run: str | None = Non
         return out
     out += dimension_problems(ds, stage)
     out += paired_dimension_problems(ds)
-    out += size_problems(ds, exp_cfg)
+    out += config_size_problems(ds, exp_cfg)
     out += coordinate_problems(ds, expected)
     out += finite_problems(ds, stage, str(exp_cfg["kind"]))
     if stage == "fit":
         out += claim_problems(ds)
         missing = [] if "diverged_runs" in ds.attrs else \
-            [v for v in FIT_VARIABLES.get(str(exp_cfg["kind"]), ()) if v not in ds.variables]
+            [v for v in kind_fact(str(exp_cfg["kind"]), "FIT_VARIABLES") if v not in ds.variables]
         if missing:
             out.append(f"it lacks the variable(s) {', '.join(missing)} that the fit of a {exp_cfg['kind']} "
                        f"experiment writes")
@@ -400,14 +365,14 @@ def wrong_file(path, stage: str, problem: str) -> ResultFileError:
 
 def open_stage(path: str | os.PathLike, stage: str, exp_cfg: Mapping, *, run: str | None = None,
                require: Sequence[str] = (), experiment: str | None = None) -> xr.Dataset:
-    """:func:`nqf.io.netcdf.open_result` of a ``stage`` file, then :func:`problems`; a wrong file raises
+    """:func:`nqf.io.netcdf.open_result` of a ``stage`` file, then :func:`file_problems`; a wrong file raises
     ResultFileError(unusable=True) naming it and its rule. ``run``: the run id of a train file
     (default: the file's stem); ``experiment``: the experiment id the file must have been written
     for (its ``experiment`` attribute or title)."""
     if stage == "train" and run is None:
         run = Path(path).stem
     ds = open_result(path, made_by=RULES.get(stage, stage), require=tuple(require))
-    found = problems(ds, stage, exp_cfg, run, experiment)
+    found = file_problems(ds, stage, exp_cfg, run, experiment)
     if found:
         raise wrong_file(path, stage, found[0])
     return ds

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from nqf.errors import ResultFileError
 from nqf.experiments import run_ids
-from nqf.pipeline.validate import RUN_DIMS_OF_STRUCTURE, check_derived, open_stage
+from nqf.pipeline.validate import check_derived, open_stage, run_dims_of_structure
 
 # stage -> folder under results/ (train files are results/runs/<exp>/<run>.nc)
 FOLDERS = {"data": "data", "structure": "structure", "theory": "theory", "fit": "fits"}
@@ -194,7 +194,7 @@ def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLik
                     check_derived(structures[exp_id], ds, path, "theory")
                 elif stage == "train" and structure_of(exp_id) is not None:
                     check_derived(structures[exp_id], ds, path, "train",
-                                  dims=RUN_DIMS_OF_STRUCTURE.get(exp["kind"], ()))
+                                  dims=run_dims_of_structure(exp["kind"]))
         except ResultFileError as exc:
             action = set_aside(exc, regenerated_by).strip() if move_aside else "left in place (this call moves nothing)"
             findings.append(Finding(path, stage, str(exc), action))

@@ -1,4 +1,4 @@
-"""Fig. 5's exponent rows (nqf.experiments.fits.fourier_powerlaw through
+"""Fig. 5's exponent rows (nqf.experiments.fourier_powerlaw.fitting through
 nqf.experiments.fourier_powerlaw.fit) pass on runs that follow the predicted power law and fail on
 runs that do not.
 

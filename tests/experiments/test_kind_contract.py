@@ -6,9 +6,9 @@ import types
 
 import pytest
 
+from nqf.experiments import KINDS, figure_of, schema_path
+from nqf.experiments.contract import STAGES, PaperFigure, breaches, figure_module
 from nqf.pipeline.config import load_schema
-from nqf.experiments import KINDS, figure_module, figure_of
-from nqf.experiments.contract import STAGES, ExperimentKind, KindFigure, problems
 
 
 def schema_keys(kind: str) -> set[str]:
@@ -17,10 +17,8 @@ def schema_keys(kind: str) -> set[str]:
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_every_kind_conforms(kind):
-    module = KINDS[kind]
-    assert isinstance(module, ExperimentKind)
-    assert isinstance(figure_module(kind), KindFigure)
-    assert problems(module, schema_keys(kind)) == []
+    assert breaches(KINDS[kind], schema_keys(kind)) == []
+    assert schema_path(kind).parent.name == kind and schema_path(kind).is_file()
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -60,7 +58,15 @@ def _changed(module: types.ModuleType, changes: dict) -> types.ModuleType:
 
 
 def test_the_fake_kind_conforms():
-    assert problems(_fake_kind(), {"seeds"}, _fake_figures()) == []
+    assert breaches(_fake_kind(), {"seeds"}, _fake_figures()) == []
+    facts = {"NONFINITE": {"train": {"loss_*": "why"}}, "FIT_VARIABLES": ("t_star",),
+             "PAPER_FIGURE": PaperFigure("Fig. 9", "a title", order=10), "config_sizes": lambda cfg: {}}
+    assert breaches(_fake_kind(**facts), {"seeds"}, _fake_figures()) == []
+
+
+def test_the_paper_figures_have_distinct_places_on_the_page():
+    papers = [KINDS[k].PAPER_FIGURE for k in KINDS if getattr(KINDS[k], "PAPER_FIGURE", None)]
+    assert len({p.label for p in papers}) == len({p.order for p in papers}) == len(papers)
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -70,9 +76,13 @@ def test_the_fake_kind_conforms():
     ({"STAGE_KEYS": {stage: ("seeds", "epz") for stage in STAGES}}, "names keys its schema does not define: ['epz']"),
     ({"run_config": lambda cfg: cfg}, "run_config (optional hook) takes 1-1 positional arguments"),
     ({"KIND": None}, "defines no KIND string"),
+    ({"FIT_VARIABLES": ["t_star"]}, "FIT_VARIABLES is not a tuple of names"),
+    ({"NONFINITE": {"fitt": {"z": "why"}}}, "NONFINITE is not a mapping of stages"),
+    ({"PAPER_FIGURE": ("Fig. 9", "a title")}, "PAPER_FIGURE is not a PaperFigure"),
+    ({"config_sizes": lambda: {}}, "config_sizes (optional hook) takes 0-0 positional arguments"),
 ])
 def test_a_broken_kind_is_named(changes, message):
-    found = problems(_fake_kind(**changes), {"seeds"}, _fake_figures())
+    found = breaches(_fake_kind(**changes), {"seeds"}, _fake_figures())
     assert any(message in p for p in found), found
 
 
@@ -84,12 +94,12 @@ def test_a_broken_kind_is_named(changes, message):
      "figure takes 3-3 positional arguments, the workflow passes 5"),
 ])
 def test_a_broken_figure_module_is_named(changes, message):
-    found = problems(_fake_kind(), {"seeds"}, _fake_figures(**changes))
+    found = breaches(_fake_kind(), {"seeds"}, _fake_figures(**changes))
     assert any(message in p for p in found), found
 
 
 def test_a_kind_without_a_figure_module_is_named():
-    found = problems(_fake_kind(), {"seeds"})  # there is no nqf.experiments.fake.figure
+    found = breaches(_fake_kind(), {"seeds"})  # there is no nqf.experiments.fake.figure
     assert found == ["nqf.experiments.fake has no figure module nqf.experiments.fake.figure (its figure stage figure)"]
 
 

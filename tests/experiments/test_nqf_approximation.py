@@ -352,7 +352,7 @@ def test_the_figure_prints_readably_at_the_default_size(tmp_path, monkeypatch):
     page) is at most 7.5 in wide with 3 panels, text >= 7 pt, no legend over data; the PDF holds
     one further page per init scale with every architecture x optimizer panel."""
     from helpers import capture_figures, figure_problems
-    from nqf.experiments.figures.nqf_approximation import figure
+    from nqf.experiments.nqf_approximation.figure import figure
 
     cfg, fit, runs = _default_size_results()
     import xarray as xr

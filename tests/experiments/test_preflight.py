@@ -83,7 +83,7 @@ def test_a_run_far_beyond_the_memory_is_refused_with_its_size():
 def test_each_kind_estimate_refuses_its_absurd_sizes(exp, key):
     """Measured against a 64 GB machine, whatever runs the tests."""
     cfg = validate_config({"experiments": {"x": exp}})["experiments"]["x"]
-    problems = machine.size_problems("x", cfg, E.kind_of(cfg), limit=64e9)
+    problems = machine.resource_problems("x", cfg, E.kind_of(cfg), limit=64e9)
     assert problems and problems[0][0] == key and "would hold" in problems[0][1]
 
 
@@ -103,7 +103,7 @@ def test_a_large_seed_value_is_a_large_draw(kind, row):
     if row == "p x p":
         p = len(cfg["r"]) * (2 if "rectangular" in cfg["architectures"] else 1)
         assert big["bytes"] - small["bytes"] == 8 * (10 ** 9 - 1) * p * p
-    problems = machine.size_problems("x", {**cfg, "seeds": [0, 10 ** 9]}, E.kind_of(cfg), limit=4e9)
+    problems = machine.resource_problems("x", {**cfg, "seeds": [0, 10 ** 9]}, E.kind_of(cfg), limit=4e9)
     assert problems and problems[0][0] == "seeds" and "max(seeds) + 1 = 1000000001 rows" in problems[0][1]
 
 

@@ -10,7 +10,7 @@ import xarray as xr
 
 from helpers import kind_config
 from nqf.pipeline.jobs import set_aside
-from nqf.pipeline.validate import check_derived, expected_config, open_stage, problems, with_data_config
+from nqf.pipeline.validate import check_derived, expected_config, file_problems, open_stage, with_data_config
 from nqf.io.netcdf import HOST, write_dataset
 from nqf.errors import ResultFileError
 from nqf.pipeline import results_check
@@ -32,16 +32,16 @@ def run_file(exp, run="diagonal_eps1e-03", **edit) -> xr.Dataset:
 
 
 def test_a_matching_file_has_no_problems(exp):
-    assert problems(run_file(exp), "train", exp, "diagonal_eps1e-03") == []
+    assert file_problems(run_file(exp), "train", exp, "diagonal_eps1e-03") == []
 
 
 def test_nan_in_a_run_is_named_but_a_recorded_divergence_is_not(exp):
     ds = run_file(exp)
     ds["loss"][1, 2] = np.nan
-    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    (problem,) = file_problems(ds, "train", exp, "diagonal_eps1e-03")
     assert "'loss'" in problem and "1 NaN/inf" in problem and "seed=1, step=2" in problem
     ds.attrs["diverged"] = 1
-    assert problems(ds, "train", exp, "diagonal_eps1e-03") == []
+    assert file_problems(ds, "train", exp, "diagonal_eps1e-03") == []
 
 
 def test_declared_padding_may_hold_nan():
@@ -49,15 +49,15 @@ def test_declared_padding_may_hold_nan():
     ds = xr.Dataset({"r": (("arch", "mode"), [[1.0, np.nan]]), "loss_floor": ("arch", [np.nan])})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(real, "structure"))
     with_data_config(ds, real)
-    (problem,) = problems(ds, "structure", real)  # r pads with NaN on purpose; loss_floor does not
+    (problem,) = file_problems(ds, "structure", real)  # r pads with NaN on purpose; loss_floor does not
     assert "'loss_floor'" in problem
 
 
 def test_file_of_another_config_and_wrong_seeds(exp):
-    (problem,) = problems(run_file(exp), "train", exp, "diagonal_eps1e-06")
+    (problem,) = file_problems(run_file(exp), "train", exp, "diagonal_eps1e-06")
     assert "another configuration" in problem and "'eps'" in problem
     ds = run_file(exp).assign_coords(seed=[0, 5])
-    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    (problem,) = file_problems(ds, "train", exp, "diagonal_eps1e-03")
     assert "coordinate 'seed'" in problem and "'seeds'" in problem
 
 
@@ -70,18 +70,17 @@ def test_theory_with_fewer_modes_than_its_structure(tmp_path):
 
 
 def test_fit_claim_passed_without_a_measurement(exp):
+    from nqf.experiments import KINDS
     from nqf.experiments.common import Claim, claims_dataset
-
-    from nqf.pipeline.validate import FIT_VARIABLES
 
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "fit"))
     with_data_config(ds, exp)
-    for name in FIT_VARIABLES["collapse"]:  # what a collapse fit writes beside its claims
+    for name in KINDS["collapse"].FIT_VARIABLES:  # what a collapse fit writes beside its claims
         ds[name] = ("mode", [1.0, 2.0])
-    assert problems(ds, "fit", exp) == []
+    assert file_problems(ds, "fit", exp) == []
     ds["claim_measured"][0] = np.nan
-    (problem,) = problems(ds, "fit", exp)
+    (problem,) = file_problems(ds, "fit", exp)
     assert "marked passed" in problem
 
 
@@ -220,26 +219,26 @@ def test_theory_predictions_must_be_finite_where_the_science_says():
     ds = xr.Dataset({"z": (("time", "mode"), np.ones((3, 2))), "glv_max_rel_error": ("mode", [np.nan, 0.0])})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(fw, "theory"))
     with_data_config(ds, fw)
-    assert problems(ds, "theory", fw) == []  # a diagnostic may be NaN
+    assert file_problems(ds, "theory", fw) == []  # a diagnostic may be NaN
     ds["z"][1, 1] = np.nan
-    (problem,) = problems(ds, "theory", fw)
+    (problem,) = file_problems(ds, "theory", fw)
     assert "'z'" in problem and "time=1, mode=1" in problem
     comp = kind_config("competition")
     ds = xr.Dataset({"loss": ("point", [1.0, 0.5]), "tau_suppressed": ("mode", [np.inf, np.nan, 1.0])})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(comp, "theory"))
     with_data_config(ds, comp)
-    assert problems(ds, "theory", comp) == []  # a mode that is never suppressed: inf on purpose
+    assert file_problems(ds, "theory", comp) == []  # a mode that is never suppressed: inf on purpose
 
 
 def test_file_of_another_experiment_is_named(exp):
     ds = run_file(exp)
     ds.attrs["experiment"] = "other"
-    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03", experiment="collapse")
+    (problem,) = file_problems(ds, "train", exp, "diagonal_eps1e-03", experiment="collapse")
     assert "experiment 'other', not 'collapse'" in problem
-    assert problems(ds, "train", exp, "diagonal_eps1e-03", experiment="other") == []
+    assert file_problems(ds, "train", exp, "diagonal_eps1e-03", experiment="other") == []
     del ds.attrs["experiment"]  # a file of an earlier version: its title says
     ds.attrs["title"] = "nqf training run diagonal_eps1e-03 of experiment other"
-    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03", experiment="collapse")
+    (problem,) = file_problems(ds, "train", exp, "diagonal_eps1e-03", experiment="collapse")
     assert "'other'" in problem
 
 
@@ -247,7 +246,7 @@ def test_square_matrix_cut_along_one_axis(exp):
     ds = xr.Dataset({"C": (("mode", "mode_j"), np.eye(3)[:2])})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "structure"))
     with_data_config(ds, exp)
-    (problem,) = problems(ds, "structure", exp)
+    (problem,) = file_problems(ds, "structure", exp)
     assert "'mode' and 'mode_j'" in problem and "sizes 2 and 3" in problem
 
 
@@ -264,40 +263,40 @@ def test_sizes_the_config_fixes():
     fw = kind_config("featurewise", r=[1.0, 0.5, 0.25])
     ds = xr.Dataset({"A_diag": (("sample", "param"), np.ones((3, 2)))})
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(fw, "data"))
-    (problem,) = problems(ds, "data", fw)
+    (problem,) = file_problems(ds, "data", fw)
     assert "'param' has size 2, the config makes it 3" in problem
     ds = xr.Dataset({"A_diag": (("sample", "param"), np.ones((3, 3)))}, attrs=ds.attrs)
-    assert problems(ds, "data", fw) == []
+    assert file_problems(ds, "data", fw) == []
 
 
 def test_variables_along_renamed_dimensions(exp):
     ds = run_file(exp)
     ds["loss"] = (("seed_x", "step_x"), ds["loss"].values)
-    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    (problem,) = file_problems(ds, "train", exp, "diagonal_eps1e-03")
     assert "variable 'loss' is along (seed_x, step_x), not (..., step)" in problem
     data = xr.Dataset({"A_diag": (("sample_x", "param_x"), np.ones((2, 2))), "y": ("sample", [1.0, 2.0])})
     data.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "data"))
-    (problem,) = problems(data, "data", exp)
+    (problem,) = file_problems(data, "data", exp)
     assert "'A_diag' is along (sample_x, param_x), not (..., sample, param)" in problem
 
 
 def test_fit_file_lacking_a_variable_its_kind_writes():
+    from nqf.experiments import KINDS
     from nqf.experiments.common import Claim, claims_dataset
-    from nqf.pipeline.validate import FIT_VARIABLES
 
     comp = kind_config("competition")
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(comp, "fit"))
     with_data_config(ds, comp)
-    for name in FIT_VARIABLES["competition"]:
+    for name in KINDS["competition"].FIT_VARIABLES:
         ds[name] = ("mode", [1.0, 2.0, 3.0])
-    assert problems(ds, "fit", comp) == []
-    (problem,) = problems(ds.drop_vars("staircase_gap"), "fit", comp)
+    assert file_problems(ds, "fit", comp) == []
+    (problem,) = file_problems(ds.drop_vars("staircase_gap"), "fit", comp)
     assert "lacks the variable(s) staircase_gap" in problem and "competition" in problem
     diverged = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     diverged.attrs.update(config_json=ds.attrs["config_json"], diverged_runs="eps1e-03")
     with_data_config(diverged, comp)
-    assert problems(diverged, "fit", comp) == []  # a fit of diverged runs holds its claims only
+    assert file_problems(diverged, "fit", comp) == []  # a fit of diverged runs holds its claims only
 
 
 def test_a_full_disk_is_one_sentence_and_leaves_no_temporary(tmp_path):
@@ -347,13 +346,13 @@ def test_a_run_trained_on_other_data_is_refused(exp):
     """Issue 30: a run file whose own keys match the config but whose data differ (other r) used
     to pass every check and feed the fit; the data config it records must be the config's."""
     ds = run_file(exp)
-    assert problems(ds, "train", exp, "diagonal_eps1e-03") == []
+    assert file_problems(ds, "train", exp, "diagonal_eps1e-03") == []
     other = dict(exp, r=[1.0, 0.6])
     with_data_config(ds, other)
-    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    (problem,) = file_problems(ds, "train", exp, "diagonal_eps1e-03")
     assert "made from other data" in problem and "'r'" in problem
     del ds.attrs["data_config_json"]
-    (problem,) = problems(ds, "train", exp, "diagonal_eps1e-03")
+    (problem,) = file_problems(ds, "train", exp, "diagonal_eps1e-03")
     assert "does not record the data it was made from" in problem
 
 

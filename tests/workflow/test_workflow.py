@@ -330,7 +330,7 @@ def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):
     xr.open_mfdataset recipe gives the same."""
     import warnings
 
-    from nqf.pipeline.validate import NONFINITE
+    from nqf.pipeline.validate import nonfinite_patterns
     from nqf.io.runs import CONCAT, by_record, open_runs
 
     res = finished[0] / "results"
@@ -341,7 +341,7 @@ def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):
             warnings.simplefilter("error")
             ds = open_runs(exp, res, **select.get(exp, {}))
         assert "run" in ds.dims and {"experiment", "experiment_kind"} <= set(ds.coords), exp
-        allowed = NONFINITE.get((exp_cfg["kind"], "train"), {})
+        allowed = nonfinite_patterns(exp_cfg["kind"], "train")
         for name, var in ds.data_vars.items():
             if var.dtype.kind == "f" and not any(fnmatch.fnmatch(name, p) for p in allowed):
                 assert not var.isnull().any(), (exp, name)

@@ -66,6 +66,9 @@ from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.training.loop import train
 
 KIND = "collapse"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+FINITE_THEORY = ("r", "C_diag", "plateau_loss")
+FIT_VARIABLES = ("tau_star_measured", "tau_star_theorem8", "gd_delay", "partner_advance", "tau_star_limit")
 INIT_SEED = 12345  # torch generator seed of W0: the same draws for every eps and architecture
 ARCHITECTURES = ("diagonal", "rotated", "rectangular")
 SOURCE_THM8 = "Theorem 8 (ignition time)"

@@ -59,6 +59,20 @@ from nqf.theory.staircase import staircase
 from nqf.training.loop import log_step_grid, train
 
 KIND = "competition"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+FINITE_THEORY = ("z", "tau", "loss", "r", "C")
+RUN_DIMS_OF_STRUCTURE = ("mode",)  # one z per mode of the structure's shared eigenbasis
+FIT_VARIABLES = ("t_star_measured", "t_star_predicted", "t_star_gd_shift", "tau_star_staircase", "staircase_gap")
+
+
+def config_sizes(cfg: dict) -> dict[str, int]:
+    """One sample per row of ``lam``, one parameter and mode per column, in every file."""
+    lam = cfg.get("lam")
+    if not (isinstance(lam, list) and lam and isinstance(lam[0], list)):
+        return {}
+    return {"sample": len(lam), **dict.fromkeys(("param", "param_j", "mode", "mode_j"), len(lam[0]))}
+
+
 SOURCE_GLV = "Eq. 32 (GLV under Assumption 1, Prop. 7)"
 SOURCE_STAIRCASE = "the eps -> 0 staircase of the GLV (SCIENCE.md section 5; this project's)"
 STAGE_KEYS = {

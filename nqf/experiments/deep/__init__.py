@@ -45,11 +45,17 @@ from nqf.experiments.common import (
     per_arch_dataset,
     teacher_generator,
 )
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.matching import check_runs
 from nqf.theory.losses import flow_lr
 from nqf.training.loop import log_step_grid
 
 KIND = "deep"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Fig. 8", "deep networks vs 2-layer and 1-layer NQFs", order=8)
+NONFINITE = {"train": {"train_*": "NaN after a divergence the kind records as a failed escape",
+                       "test_*": "NaN after a divergence", "truncation": "NaN after a divergence"}}
+FINITE_THEORY = ("r", "C", "target_variance")
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
 TITLES = {"mlp": "4-layer MLP", "attention": "2-layer attention"}
 MODELS = ("deep", "nqf2", "nqf1")

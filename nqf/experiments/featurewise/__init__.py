@@ -52,6 +52,7 @@ from nqf.experiments.common import (
     run_too_short,
     steps_to_reach,
 )
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.experiments.matching import check_runs
 from nqf.theory.ignition import ignition_times, level_crossing, predicted_ignition_times
@@ -59,7 +60,23 @@ from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
 
 KIND = "featurewise"
-PAPER_FIG3 = "Fig. 3 (left, middle)"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Fig. 3 (left, middle)", "feature-wise saddle-to-saddle dynamics (Theorem 6)", order=2)
+# the predicted trajectories and the numbers the science guarantees finite for every valid config
+FINITE_THEORY = ("z", "z_closed_form", "loss", "excess_loss", "t_star", "plateau_loss")
+RUN_DIMS_OF_STRUCTURE = ("mode",)  # one z per mode of the structure's shared eigenbasis
+FIT_VARIABLES = ("t_star_measured", "t_star_predicted", "t_star_rel_error", "t_star_gd_delay", "z_max_log_error",
+                 "z_gd_error", "drop_mode", "drop_level", "drop_time_measured", "drop_time_predicted", "r", "C_diag")
+
+
+def config_sizes(cfg: dict) -> dict[str, int]:
+    """One sample, parameter and mode per entry of ``r`` in every file."""
+    if not isinstance(cfg.get("r"), list):
+        return {}
+    return dict.fromkeys(("sample", "param", "param_j", "mode", "mode_j"), len(cfg["r"]))
+
+
+PAPER_FIG3 = PAPER_FIGURE.label
 # Which config keys each stage reads: they become the rule's params, so a change reruns
 # exactly the stages that depend on it.
 STAGE_KEYS = {"data": ("r", "C_diag", "data_seed"), **GD_RUN_STAGE_KEYS}

@@ -36,6 +36,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (
     SHIFTS,
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
     from nqf.theory.forms import DiagonalForm
 
 KIND = "featurewise_powerlaw"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Fig. 3 (right)", "feature-wise power law (Theorem 9)", order=3)
+FINITE_THEORY = ("excess_loss", "r", "V", "z0")
 SEED_KEYS = ("eps", "beta0", "loss", "lr", "steps", "n_record", "seeds", "width", "init_seed", "dtype")
 CROSSOVER_KEYS = ("crossover_eps", "beta0", "loss", "lr", "steps", "n_record", "dtype")
 STAGE_KEYS = {

@@ -46,6 +46,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.errors import ConfigError
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.fourier_powerlaw import fitting as fits
 from nqf.experiments.matching import check_runs
 from nqf.theory.fourier_modes import (
@@ -61,6 +62,11 @@ if TYPE_CHECKING:
     import torch
 
 KIND = "fourier_powerlaw"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Fig. 5", "power laws of the Fourier MLP", order=5)
+_PAST_STEPS = "NaN beyond a theta's steps"
+NONFINITE = {"train": {"loss": _PAST_STEPS, "coef": _PAST_STEPS, "u": _PAST_STEPS, "z": _PAST_STEPS,
+                       "tanh_argument": _PAST_STEPS}}
 # The paper states lr 0.02 for 30000 steps on 256 points but not its loss's normalisation: the
 # mean of Eq. 26 or (1/2) sum, under which that lr reaches the fitting window (SCIENCE.md 7).
 READING_CHOICES = {"loss": ("mean", "half_sum")}

@@ -55,6 +55,7 @@ import xarray as xr
 
 from nqf.architectures import higher_order, title, unit_input_dim
 from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.matching import check_runs
 from nqf.theory.spectra import deviation
 
@@ -62,13 +63,15 @@ if TYPE_CHECKING:
     from nqf.architectures import UnitModule
 
 KIND = "nqf_approximation"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Fig. 2", "NQF approximation across architectures, optimizers and init scales", order=1)
 TRACKS_SOURCE = "Fig. 2 (Sec. 7): 'The NQF tracks the original almost exactly across every architecture and optimizer'"
 DEPARTS_SOURCE = ("Fig. 2 (Sec. 7): 'At large initialization, the NQF visibly departs from the original, showing "
                   "that the NQF approximation is only valid in the small-initialization regime'")
 READING_KEYS = ("input_norm", "teacher_scale")  # unstated by the paper (module docstring)
 READING_CHOICES = {"input_norm": ("standard", 1.0), "teacher_scale": ("as_stated", "matched")}
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
-FIGURE = "Fig. 2"  # the architectures' titles are this figure's (nqf.architectures.title)
+FIGURE = PAPER_FIGURE.label  # the architectures' titles are this figure's (nqf.architectures.title)
 _DATA = ("architectures", "sizes", "n_samples", "n_outputs", "singular_values", "input_norm",
          "teacher_scale", "data_seed")
 STAGE_KEYS = {

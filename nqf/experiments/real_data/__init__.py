@@ -41,6 +41,7 @@ import xarray as xr
 from nqf.architectures import title
 from nqf.data.datasets import load_digit_task
 from nqf.errors import ConfigError
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.real_data import fitting as fits
 from nqf.experiments.matching import check_runs
 from nqf.training.loop import train
@@ -49,6 +50,11 @@ if TYPE_CHECKING:
     from nqf.architectures import UnitModule
 
 KIND = "real_data"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Fig. 7", "odd vs even MNIST digits, module vs NQF", order=7)
+_PADDING = "NaN beyond an architecture's number of modes"
+NONFINITE = {"structure": {"s_ls": _PADDING, "r": _PADDING, "C": _PADDING}}
+FINITE_THEORY = ("loss_floor", "ls_test_loss", "f0_rms")
 ATTENTION = "qk_self_attention"
 # What the paper leaves open (each an experiment's reading, labelled in its rows); the attention's
 # readout readings apply to experiments that train the attention only.
@@ -58,7 +64,7 @@ READING_KEYS = ("preprocessing", "input_norm") + ATTENTION_READINGS
 READING_CHOICES = {"preprocessing": ("standardise", "raw"), "readout_norm": ("standard", 1.0),
                    "heads": ("sum", "mean"), "f0": ("keep", "remove"), "query": ("all", "first", "last")}
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
-FIGURE = "Fig. 7"  # the architectures' titles are this figure's (nqf.architectures.title)
+FIGURE = PAPER_FIGURE.label  # the architectures' titles are this figure's (nqf.architectures.title)
 SCREEN = "screen"  # the run id of the screened attention readings
 _DATA = ("dataset", "path", "n_train", "n_test", "data_seed", "architectures", "sizes", "preprocessing",
          "input_norm", "readout_norm")

@@ -48,6 +48,7 @@ from nqf.experiments.common import (
     run_too_short,
     steps_to_reach,
 )
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
 from nqf.experiments.matching import check_runs
 from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
@@ -56,7 +57,13 @@ from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv
 
 KIND = "samplewise"
-PAPER_FIG4 = "Fig. 4"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Fig. 4", "sample-wise saddle-to-saddle dynamics (Theorem 5)", order=4)
+FINITE_THEORY = ("z", "f", "sample_loss", "loss")
+RUN_DIMS_OF_STRUCTURE = ("sample",)  # one z per sample of the structure
+FIT_VARIABLES = ("t_star_measured", "t_star_predicted", "t_star_asymptotic", "t_star_gd_delay", "f_max_log_error",
+                 "drop_sample", "drop_level", "drop_time_measured", "drop_time_predicted")
+PAPER_FIG4 = PAPER_FIGURE.label
 STAGE_KEYS = {"data": ("y", "entries"), **GD_RUN_STAGE_KEYS}
 
 

@@ -30,6 +30,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.experiments.common import claims_dataset
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (
     SHIFTS,
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
     from nqf.theory.forms import DiagonalForm
 
 KIND = "samplewise_powerlaw"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Theorem 11", "sample-wise power law (no figure in the paper)", order=9)
+FINITE_THEORY = ("excess_loss", "r", "V")
 STAGE_KEYS = {
     "data": ("m", "gamma1", "gamma2", "zeta1", "entries"),
     "structure": (),

@@ -50,6 +50,7 @@ from nqf.experiments.common import (
     run_too_short,
     teacher_generator,
 )
+from nqf.experiments.contract import PaperFigure
 from nqf.experiments.matching import check_runs
 from nqf.theory.losses import flow_lr
 
@@ -57,10 +58,14 @@ if TYPE_CHECKING:
     from nqf.architectures import UnitModule
 
 KIND = "teacher_student"
+# facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
+PAPER_FIGURE = PaperFigure("Fig. 6", "teacher-student online SGD, module vs NQF", order=6)
+NONFINITE = {"train": {"batch_loss_*": "NaN at the last recorded step, after which no minibatch is drawn"}}
+FINITE_THEORY = ("r", "C", "z0", "flow_lr")
 # The paper states lr 0.05 / 0.02 but not whether its MSE carries a 1/2 (module docstring).
 READING_CHOICES = {"loss": ("mean", "half_mean")}
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
-FIGURE = "Fig. 6"  # the architectures' titles are this figure's (nqf.architectures.title)
+FIGURE = PAPER_FIGURE.label  # the architectures' titles are this figure's (nqf.architectures.title)
 _DATA = ("architectures", "sizes", "teacher_std", "teacher_fan_in", "n_probe", "data_seed")
 PAPER_SOURCE = ("Fig. 6 / App. C: 'the trajectories of two student models match for the first 100 steps "
                 "and then they become different' (loss curves, mean +- 1 std over 5 runs)")

@@ -4,8 +4,8 @@ whose runs would share an id.
 A run id names a training job and its file (results/runs/<exp>/<run>.nc). Two distinct values
 that format alike (eps 1.0e-3 and 1.2e-3 under a fixed ``:.0e``) would be trained once and the
 fit would compare one value's prediction with the other's data, so a number in an id is written
-in the shortest scientific form that reads back as the same float: ``1e-03`` as before for the
-values that one digit spells exactly (existing results keep their ids), ``1.2e-03`` or
+in the shortest scientific form that reads back as the same float: ``1e-03`` for the values
+that one digit spells exactly, ``1.2e-03`` or
 ``1.0000001e-03`` for the others.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ judged against the wrong prediction with exit 0; :func:`check_runs` refuses it i
 the file and both values, and the workflow job moves the file aside so the next call retrains it.
 
 Every kind's fit calls :func:`check_runs` with the values it predicts for, run by run. A value
-the file does not record (files of older versions) is not checked.
+the file does not record is not checked.
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def check_runs(runs: Mapping[str, xr.Dataset], expected: Mapping[str, Mapping[st
     """Raise :class:`ResultFileError` (the file named, unusable, so a workflow job moves it aside)
     for the first run whose recorded value of a name in ``expected[run]`` differs from the value
     the fit predicts for; runs absent from ``runs``, names a file does not record and expected
-    values of None (a theory file of an older version) pass."""
+    values of None (a theory file that does not record the value) pass."""
     for run, values in expected.items():
         run = str(run)
         ds = runs.get(run)

@@ -162,7 +162,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     claims = []
     label = {"fourier_mlp": "Fourier MLP", "nqf": "NQF"}
     # steps: auto chose each run's length from its window, so the horizon row cannot fail then
-    # (a theory file of an older version, without the attribute, keeps the row as "ours")
+    # (a theory file without the attribute keeps the row as "ours")
     auto = bool(int(theory_ds.attrs.get("steps_auto", 0)))
     for j, theta in enumerate(thetas):
         asym, corr = float(theory_ds["exponent_asymptotic"][j]), float(theory_ds["exponent_corrected"][j])

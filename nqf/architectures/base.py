@@ -54,6 +54,13 @@ def gaussian(gen: torch.Generator, *shape: int, std: float = 1.0, dtype=torch.fl
     return torch.randn(*shape, generator=gen, dtype=dtype) * std
 
 
+def orthonormal(n: int, k: int, gen: torch.Generator) -> Tensor:
+    """n x k float64 matrix with Haar-random orthonormal columns (QR of a Gaussian matrix, signs
+    fixed so that R has a positive diagonal)."""
+    q, r = torch.linalg.qr(torch.randn(n, k, generator=gen, dtype=torch.float64))
+    return q * torch.sign(torch.diagonal(r))
+
+
 # How a module's inputs are laid out: one (part, axes) per part of what forward() takes (a tensor,
 # or a tuple of them), the axes after the sample axis. Data files store part p of architecture a
 # as a variable over (sample, a_axis, ...) (nqf.architectures.input_variables).

@@ -11,14 +11,9 @@ import math
 import torch
 
 from nqf.architectures.activations import activation
-from nqf.architectures.base import MATRIX, UnitModule, gaussian, generator
+from nqf.architectures.base import MATRIX, UnitModule, gaussian, generator, orthonormal
 from nqf.architectures.effective import two_block_matrix, two_block_teacher
-from nqf.architectures.mode_designs import (
-    orthonormal,
-    pair_modes,
-    standard_normal,
-    whitened,
-)
+from nqf.architectures.mode_designs import pair_modes, standard_normal, whitened
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from nqf.architectures.base import UnitModule, vec
+from nqf.architectures.base import UnitModule, orthonormal, vec
 from nqf.architectures.registry import selection
 from nqf.theory.factored import BlockBilinearForm
 
@@ -38,7 +38,7 @@ def _check(module: UnitModule) -> None:
 
 
 def effective_matrix(module: UnitModule, W: Tensor) -> Tensor:
-    """E(W) for unit weights W of shape (..., p, d); see the module docstring for each shape."""
+    """E(W) for unit weights W of shape (..., p, d); its shape is in the class's effective_matrix."""
     _check(module)
     module.check_unit_weights(W, width=False)
     return module.effective_matrix(W)
@@ -58,14 +58,12 @@ def singular_values(module: UnitModule, W: Tensor, n: int) -> Tensor:
     return torch.linalg.svdvals(effective_matrix(module, W))[..., :n]
 
 
-def singular_vectors(n: int, r: int, gen: torch.Generator, dtype=torch.float64) -> Tensor:
-    """A teacher's r singular vectors in dimension n: n x r with Haar-random orthonormal columns
-    (QR with the sign fix)."""
+def singular_vectors(n: int, r: int, gen: torch.Generator) -> Tensor:
+    """A teacher's r singular vectors in dimension n: n x r, Haar-random orthonormal columns."""
     if r > n:
         raise ValueError(f"The teacher's singular vectors live in dimension {n}, so it takes at most "
                          f"{n} singular values; got {r}. Shorten singular_values or enlarge the module.")
-    q, rr = torch.linalg.qr(torch.randn(n, r, generator=gen, dtype=dtype))
-    return q * torch.sign(torch.diagonal(rr))
+    return orthonormal(n, r, gen)
 
 
 def two_block_matrix(W: Tensor, n_in: int, slope: float) -> Tensor:

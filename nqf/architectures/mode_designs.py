@@ -26,8 +26,8 @@ Two routes make the conditions hold, depending on what A(x) allows:
 Loss normalisation: this experiment makes every (sample, output) pair a sample of its own, so m
 counts the pairs: targets are stored as (samples, outputs) and given flattened, (m,), to training
 and to reduce_modes alike (nqf.theory.losses: n = y.shape[0] everywhere, so both use this m).
-Sizes grow with K so that K modes always fit (K <= MAX_MODES). The helpers below (whitened,
-orthonormal, pair_modes, standard_normal) are what the designs are built from.
+Sizes grow with K so that K modes always fit (K <= MAX_MODES). The designs are built from the
+helpers here (whitened, pair_modes, standard_normal) and nqf.architectures.base.orthonormal.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from nqf import _checks
-from nqf.architectures.base import UnitModule
+from nqf.architectures.base import UnitModule, orthonormal
 from nqf.architectures.registry import ARCHITECTURES, selection
 
 Tensor = torch.Tensor
@@ -71,12 +71,6 @@ def whitened(Z: Tensor) -> Tensor:
     """Z (m samples, n features) with the features mixed linearly so that (1/m) Z^T Z = I_n exactly."""
     L = torch.linalg.cholesky(Z.T @ Z / Z.shape[0])
     return torch.linalg.solve_triangular(L, Z.T, upper=False).T
-
-
-def orthonormal(n: int, k: int, gen: torch.Generator) -> Tensor:
-    """n x k matrix with random orthonormal columns (QR of a Gaussian matrix)."""
-    q, r = torch.linalg.qr(torch.randn(n, k, generator=gen, dtype=torch.float64))
-    return q * torch.sign(torch.diagonal(r))
 
 
 def pair_modes(p: int, rows: int, a: Tensor, cols: int, b: Tensor) -> Tensor:

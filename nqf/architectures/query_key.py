@@ -17,16 +17,12 @@ from nqf.architectures.base import (
     UnitModule,
     gaussian,
     generator,
+    orthonormal,
     unvec,
     vec,
 )
 from nqf.architectures.effective import first_row_units, singular_vectors
-from nqf.architectures.mode_designs import (
-    orthonormal,
-    pair_modes,
-    standard_normal,
-    whitened,
-)
+from nqf.architectures.mode_designs import pair_modes, standard_normal, whitened
 from nqf.theory.factored import BlockBilinearForm
 
 Tensor = torch.Tensor

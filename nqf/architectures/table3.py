@@ -20,13 +20,9 @@ from nqf.architectures.base import (
     UnitModule,
     gaussian,
     generator,
-)
-from nqf.architectures.mode_designs import (
     orthonormal,
-    pair_modes,
-    standard_normal,
-    whitened,
 )
+from nqf.architectures.mode_designs import pair_modes, standard_normal, whitened
 from nqf.architectures.query_key import context_covariance_readout
 from nqf.theory.factored import BlockBilinearForm, LowRankSymmetricForm
 from nqf.theory.forms import DiagonalForm, StructureForm

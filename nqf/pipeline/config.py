@@ -71,22 +71,25 @@ MAGNITUDE_MAX = 1e150
 
 _SCHEMAS: dict = {}
 
-# Config lists whose choices are a selection of the architecture registry (kind, key) -> selection
-# (nqf.architectures.registry.SELECTIONS): an architecture joins them by its registry entry alone.
+# Config lists of architectures and the registry selection each must come from (nqf.architectures.
+# registry.SELECTIONS): (kind, key) -> (selection, filled). Every name a list holds must be in its
+# selection; a filled list takes the whole selection as its choices, so an architecture joins it
+# by its registry entry alone (init_scaling needs nothing else per architecture). nqf_approximation
+# gives sizes, steps and learning rates per architecture in its own section, so it lists its own.
 ARCHITECTURE_CHOICES = {
-    ("nqf_approximation", "architectures"): "effective_matrix",
-    ("init_scaling", "architectures"): "mode_design",
-    ("init_scaling", "modules"): "mode_design_module",
+    ("nqf_approximation", "architectures"): ("effective_matrix", False),
+    ("init_scaling", "architectures"): ("mode_design", True),
+    ("init_scaling", "modules"): ("mode_design_module", True),
 }
 
 
 def _fill_architecture_choices(schema: dict) -> dict:
-    """``schema`` with the enum of every ARCHITECTURE_CHOICES list set to its registry selection:
-    the names the schema lists first (every one of them must be in the selection), then the rest
-    of the selection in registry order. The lists' defaults must lie in the selection too."""
+    """``schema`` with every ARCHITECTURE_CHOICES list checked against its registry selection (its
+    enum and default may name only architectures of the selection), and the enum of a filled list
+    extended by the rest of the selection, in registry order."""
     from nqf.architectures.registry import selection
 
-    for (kind, key), name in ARCHITECTURE_CHOICES.items():
+    for (kind, key), (name, filled) in ARCHITECTURE_CHOICES.items():
         if kind not in schema.get("$defs", {}):
             continue
         node = schema["$defs"][kind].get("properties", {}).get(key, {})
@@ -100,14 +103,15 @@ def _fill_architecture_choices(schema: dict) -> dict:
             if stray:
                 raise ValueError(f"The config schema's {what} of {kind}.{key} lists {', '.join(stray)}, which the "
                                  f"architecture registry does not mark {name}.")
-        items["enum"] = list(items["enum"]) + [n for n in chosen if n not in items["enum"]]
+        if filled:
+            items["enum"] = list(items["enum"]) + [n for n in chosen if n not in items["enum"]]
     return schema
 
 
 def load_schema(path: str | Path | None = None) -> dict:
-    """The config schema (a copy: callers may change it), its lists of architectures filled from
-    the registry (:func:`_fill_architecture_choices`); parsed once per file version, since
-    parsing takes longer than validating a config."""
+    """The config schema (a copy: callers may change it), its lists of architectures checked
+    against and filled from the registry (:func:`_fill_architecture_choices`); parsed once per
+    file version, since parsing takes longer than validating a config."""
     from nqf.experiments import KINDS, schema_path
 
     path = Path(path or SCHEMA_PATH)

@@ -23,7 +23,7 @@ TREATMENTS = {
     "run": {"bash"},         # run as written from the repository root
     "dry-run": {"bash"},     # snakemake commands, run with -n in an empty folder (workflow tier)
     "names": {"bash"},       # not run: every file, option, module and extra it names must exist
-    "paths": {"text"},       # not run: every path at the start of a line must exist
+    "paths": {"text", ""},   # not run: every path at the start of a line must exist
 }
 MARKER = re.compile(r"^\s*<!-- test: ([\w-]+)(.*?)-->\s*$")
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
@@ -205,14 +205,15 @@ def name_problems(block: Block) -> list[str]:
 
 def path_lines_problems(block: Block) -> list[str]:
     """Every path a `paths` block names at the start of a line (before the description; several
-    separated by commas) exists."""
+    separated by commas) exists; a placeholder in angle brackets stands for any name
+    (`nqf/experiments/<kind>/`: some folder of nqf/experiments)."""
     problems = []
     for line in block.code.splitlines():
         if not line or line[0].isspace():
             continue
         head = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
         for word in (w.strip() for w in head.split(",")):
-            hits = list(ROOT.glob(word.rstrip("/")))
+            hits = list(ROOT.glob(re.sub(r"<[^>]*>", "*", word).rstrip("/")))
             if not hits:
                 problems.append(f"{word} does not exist")
     return problems

@@ -13,7 +13,7 @@ Two faults no job would ever see:
   writes every file to a temporary name and renames it into place, so a ``*.nc`` is complete or
   absent.
 * the hidden temporary file (``.<name>.<pid>@<host>.<random>.tmp``, see
-  :func:`nqf.io.netcdf.temporary_beside`) of a write that was killed. :func:`remove_stale_temporaries`
+  :func:`nqf.io.atomic.temporary_beside`) of a write that was killed. :func:`remove_stale_temporaries`
   removes one whose writer (pid) no longer runs on this host; one written on another host (a
   cluster node) or of the older unnamed form once it has not been modified for
   :data:`STALE_AFTER_S` (a write takes seconds and touches its file throughout). A temporary file

@@ -199,3 +199,16 @@ def test_a_stage_config_reads_alike_whatever_the_order_of_nested_keys():
     cfg = stage_config(a, "data")
     assert repr(pickle.loads(pickle.dumps(cfg))) == repr(cfg)
     assert list(cfg["sizes"]) == sorted(cfg["sizes"]) and list(cfg["sizes"]["cnn"]) == ["kernel", "width"]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_module_of_a_kind_folder_names_its_kind(kind):
+    """A module in nqf/experiments/<kind>/ that declares KIND (stamped into the files it writes)
+    declares that kind, whatever its own file name."""
+    import importlib
+    import pkgutil
+
+    package = KINDS[kind]
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        assert getattr(module, "KIND", kind) == kind, f"{module.__name__} declares KIND {module.KIND!r}"

@@ -28,7 +28,7 @@ import math
 import numpy as np
 import xarray as xr
 
-KIND = __name__.rpartition(".")[2]  # the kind whose fit stage this is (this module imports no kind)
+KIND = __name__.split(".")[-2]  # the kind folder this fit stage sits in (it does not import the kind module)
 
 
 def geo_mean(loss) -> np.ndarray:

@@ -25,7 +25,7 @@ from nqf.theory.mode_theory import (
     std_relative_error,
 )
 
-KIND = __name__.rpartition(".")[2]  # the kind whose fit stage this is (this module imports no kind)
+KIND = __name__.split(".")[-2]  # the kind folder this fit stage sits in (it does not import the kind module)
 SOURCE_THM8 = "Theorem 8 (ignition time)"
 SOURCE_SCATTER = "seed scatter of Theorem 8's ignition time over Gaussian inits (SCIENCE.md 3; beyond the paper)"
 

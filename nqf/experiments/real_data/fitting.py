@@ -35,7 +35,7 @@ import xarray as xr
 from nqf.architectures import higher_order
 from nqf.experiments.common import NOT_REACHED, Claim, ErrorBudget, claims_dataset
 
-KIND = __name__.rpartition(".")[2]  # the kind whose fit stage this is (this module imports no kind)
+KIND = __name__.split(".")[-2]  # the kind folder this fit stage sits in (it does not import the kind module)
 PAPER_SOURCE = ("Fig. 7 / App. C: 'the original models and their corresponding NQFs exhibit indistinguishable "
                 "trajectories in both training loss and test accuracy'")
 SCREEN_SOURCE = ("screen (this project's, not the paper's comparison): the NQF trained alone, the module "

@@ -5,7 +5,7 @@
 # evaluating a YTE template): nqf reads those files again itself, strictly
 # (nqf.pipeline.config_files), with the --config overrides on top, validates that reading into a
 # new dict (NQF.config) and uses only that; Snakemake's `config` is left as Snakemake read it. A
-# config file is code to Snakemake (README, "Security"): run only configs you trust.
+# config file is code to Snakemake (docs/security.md): run only configs you trust.
 #
 # Every rule's `context` param (NQF.context) hands its job the validated config, the config's
 # identity and the provenance of this call (the snakemake command line and the commit of this

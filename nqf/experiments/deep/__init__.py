@@ -30,6 +30,7 @@ with the gradient), and no flow clock applies.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -292,6 +293,156 @@ def _finite_max(values) -> float:
     return float(np.max(values)) if values.size and np.all(np.isfinite(values)) else math.nan
 
 
+# -- fit: measuring ------------------------------------------------------------------------------
+
+TRUNCATION_TERM = ("NQF truncation O(|W|^2): mean over steps <= escape of the network's relative distance from its "
+                   "2-layer NQF, worst seed")
+INTERPOLATION_TERM = "escape-step interpolation on the recorded grid (network + NQF)"
+
+
+@dataclass(frozen=True)
+class RunMeasurement:
+    """What the fit measures on one run (an architecture x optimizer): ``D`` (model nqf2/nqf1,
+    init small/large), worst seed (NaN where the network never escapes within the run); the run's
+    last recorded step; and, where the network escapes at both inits, the terms of the 2-layer
+    NQF's error budget at the small init (None otherwise)."""
+
+    D: np.ndarray
+    end: int
+    budget_terms: dict[str, float] | None
+
+    @property
+    def reached(self) -> bool:
+        return self.budget_terms is not None
+
+
+def init_pair(cfg: dict, arch: str) -> tuple[float, float]:
+    """The small and the large init variance of ``arch``."""
+    small, large = sorted(cfg["init_variance"][arch])[:2]
+    return small, large
+
+
+def measure_deviations(run: xr.Dataset, inits, fraction: float) -> np.ndarray:
+    """D = |t_model / t_deep - 1| of the escape steps, worst seed, as (model nqf2/nqf1, init)."""
+    steps = run["step"].values
+    D = np.full((2, len(inits)), np.nan)
+    for k, v in enumerate(inits):
+        r = run.sel(init_variance=v)
+        for n_i, n in enumerate(("nqf2", "nqf1")):
+            D[n_i, k] = escape_deviation(r[f"train_{n}"].values, r["train_deep"].values, steps, fraction).max()
+    return D
+
+
+def agreement_terms(run: xr.Dataset, small: float, fraction: float) -> dict[str, float]:
+    """The terms of the 2-layer NQF's error budget at the init variance ``small`` (see :func:`fit`):
+    the network's truncation averaged up to its escape and the escape step's interpolation error,
+    worst seed each."""
+    steps = run["step"].values
+    r = run.sel(init_variance=small)
+    t_deep = escape_step(r["train_deep"].values, steps, fraction)
+    trunc = truncation_until(r["truncation"].values, steps, t_deep)
+    interp = interpolation_error(r["train_deep"].values, steps, fraction) + interpolation_error(
+        r["train_nqf2"].values, steps, fraction)
+    return {TRUNCATION_TERM: _finite_max(trunc), INTERPOLATION_TERM: _finite_max(interp)}
+
+
+def measure_run(run: xr.Dataset, inits, fraction: float) -> RunMeasurement:
+    """:class:`RunMeasurement` of one run at the init variances ``inits`` (small, large)."""
+    D = measure_deviations(run, inits, fraction)
+    terms = None if np.isnan(D).any() else agreement_terms(run, inits[0], fraction)
+    return RunMeasurement(D, int(run["step"].values[-1]), terms)
+
+
+# -- fit: judging --------------------------------------------------------------------------------
+
+
+def _paper_rows(where: str, small: float, large: float, ratio: float) -> tuple:
+    """(quantity, checks, source) of the rows that compare D, in their order after the agreement row."""
+    return ((f"{where} var={small:g}: D(1-layer NQF) >= {ratio:g} D(2-layer NQF, var={small:g})", "paper",
+             PAPER_SOURCE),
+            (f"{where} var={large:g}: D(2-layer NQF) >= {ratio:g} D(2-layer NQF, var={small:g})", "ours",
+             LARGE_SOURCE),
+            (f"{where} var={large:g}: D(1-layer NQF) >= {ratio:g} D(2-layer NQF, var={small:g})", "ours",
+             LARGE_SOURCE))
+
+
+def not_reached_claims(arch: str, opt: str, inits, m: RunMeasurement, *, fraction: float,
+                       ratio: float) -> list[Claim]:
+    """The rows of a run in which the network's first descent lies beyond the run at an init: the
+    comparison was not reached, so the rows that need it (the paper's among them) are not judged,
+    never missed."""
+    where, (small, large) = f"{arch} {opt}", inits
+    which = " and ".join(f"var={v:g}" for k, v in enumerate(inits) if np.isnan(m.D[:, k]).any())
+    reason = (f"{NOT_REACHED} (the run ends at step {m.end} before the network's first descent at "
+              f"{which}, where its train loss falls below {fraction:g} x its initial value; no closed form "
+              f"predicts that step: raise steps.{arch}.{opt})")
+    claims = [Claim(f"{where}: the network escapes its plateau within the run", 1.0, 0.0, math.nan,
+                    comparison="at_least", checks="ours",
+                    source="precondition of the comparison: the network's first descent lies within the run",
+                    tolerance_source="a yes/no precondition (no prediction, no budget)").not_judged(reason)]
+    rows = ((f"{where} var={small:g}: D(2-layer NQF) within the NQF's error budget", "paper", PAPER_SOURCE),
+            *_paper_rows(where, small, large, ratio))
+    for quantity, checks, source in rows:
+        claims.append(Claim(quantity, math.nan, math.nan, math.nan, comparison="at_least", checks=checks,
+                            source=source, tolerance_source="not reached").not_judged(reason))
+    return claims
+
+
+def judged_claims(arch: str, opt: str, inits, m: RunMeasurement, *, fraction: float, factor: float,
+                  ratio: float) -> tuple[list[Claim], float]:
+    """The rows of a run in which the network escapes at both inits, and the 2-layer NQF's
+    tolerance: its agreement at the small init within its error budget, the departures as bounds."""
+    where, (small, large) = f"{arch} {opt}", inits
+    d2s, d1s, d2l, d1l = m.D[0, 0], m.D[1, 0], m.D[0, 1], m.D[1, 1]
+    budget = ErrorBudget(m.budget_terms, factor)
+    adam = ("; Adam: no flow clock (its step does not scale with the gradient, and the loss convention "
+            "changes only its eps term), the same first-order budget bounds the shift" if opt == "adam" else "")
+    claims = [budget.claim(
+        f"{where} var={small:g}: D(2-layer NQF) within the NQF's error budget", 0.0, d2s, relative=False,
+        checks="paper", source=PAPER_SOURCE,
+        note=(f"D = |t_2NQF / t_deep - 1| of the escape step (train loss below {fraction:g} x initial), worst seed; "
+              + ("the 2-layer NQF keeps the network's clock" if d2s <= budget.tolerance else
+                 "MISS: the 2-layer NQF's escape differs by more than its truncation error explains") + adam))]
+    bound = (f"bound: at least departure_ratio ({ratio:g}) times the 2-layer NQF's D at var={small:g} in the "
+             f"same run (two deviations measured on the same grid and seeds), so no error budget enters")
+    for (quantity, checks, source), name, d, what in zip(
+            _paper_rows(where, small, large, ratio), ("1-layer NQF", "2-layer NQF", "1-layer NQF"), (d1s, d2l, d1l),
+            (f"var={small:g}", f"var={large:g}", f"var={large:g}")):
+        d = d if np.isfinite(d) else float(np.finfo(float).max)  # never escaped or diverged: departed
+        ok = d >= ratio * d2s
+        outside = (f"; {'outside' if d > budget.tolerance else 'inside'} the 2-layer NQF's error budget "
+                   f"{budget.tolerance:.3g}")
+        claims.append(Claim(
+            quantity, ratio * d2s, d, math.nan, comparison="at_least", checks=checks, source=source,
+            tolerance_source=bound,
+            note=(f"ratio {d / max(d2s, 1e-300):.3g}" + (" (never escaped within the run, or diverged)" if d == np.finfo(float).max else "")
+                  + outside
+                  + ("" if ok else "; MISS: " + ("the 1-layer NQF's two factors escape the plateau on nearly the same clock as the network at this optimizer"
+                                                 if "1-layer" in name and what.endswith(f"{small:g}") else
+                                                 "at this init the network stays close to its NQFs over the first descent")))))
+    return claims, budget.tolerance
+
+
+def judge_run(arch: str, opt: str, inits, m: RunMeasurement, *, fraction: float, factor: float,
+              ratio: float) -> tuple[list[Claim], float]:
+    """The claims of one run and the 2-layer NQF's tolerance (NaN where the comparison was not reached)."""
+    if not m.reached:
+        return not_reached_claims(arch, opt, inits, m, fraction=fraction, ratio=ratio), math.nan
+    return judged_claims(arch, opt, inits, m, fraction=fraction, factor=factor, ratio=ratio)
+
+
+def deviation_dataset(D: np.ndarray, tolerance: np.ndarray, archs: list, opts: list, fraction: float) -> xr.Dataset:
+    """The fit's measured D (model, arch, optimizer, init) and the 2-layer NQF's tolerances."""
+    return xr.Dataset(
+        {"D": (("model", "arch", "optimizer", "init"), D, {"units": "1", "long_name": "|t_model / t_deep - 1| of the escape step of the train loss, worst seed (inf: never escaped)"}),
+         "agree_tolerance": (("arch", "optimizer"), tolerance, {"units": "1", "long_name": "error budget of the 2-layer NQF's D at the small init, times the safety factor"})},
+        coords={"model": ["nqf2", "nqf1"], "arch": archs, "optimizer": opts, "init": ["small", "large"]},
+        attrs={"experiment_kind": KIND, "window_fraction": fraction})
+
+
+# -- fit -----------------------------------------------------------------------------------------
+
+
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """D for each model x architecture x optimizer x init variance (worst seed), and the claims.
 
@@ -302,7 +453,7 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     optimizer's clock), worst seed, plus the escape step's interpolation error on the recorded
     grid (network and NQF). The departures (1-layer NQF at the small init, both NQFs at the large
     init) are bounds against the 2-layer NQF's own D: at least ``tolerances.departure_ratio``
-    times it.
+    times it. Measured by :func:`measure_run`, judged by :func:`judge_run`.
     """
     check_runs(run_ds, {run_id(a, o): {"experiment_kind": KIND, "architecture": a, "optimizer": o,
                                          "init_variance": cfg["init_variance"][a]}
@@ -314,78 +465,10 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
     tolerance = np.full((len(archs), len(opts)), np.nan)
     claims = []
     for i, a in enumerate(archs):
-        small, large = sorted(cfg["init_variance"][a])[:2]
+        inits = init_pair(cfg, a)
         for j, o in enumerate(opts):
-            run = run_ds[run_id(a, o)]
-            steps = run["step"].values
-            for k, v in enumerate((small, large)):
-                r = run.sel(init_variance=v)
-                for n_i, n in enumerate(("nqf2", "nqf1")):
-                    D[n_i, i, j, k] = escape_deviation(r[f"train_{n}"].values, r["train_deep"].values,
-                                                       steps, frac).max()
-            d2s, d1s, d2l, d1l = D[0, i, j, 0], D[1, i, j, 0], D[0, i, j, 1], D[1, i, j, 1]
-            where = f"{a} {o}"
-            if np.isnan(D[:, i, j]).any():
-                # the network's first descent lies beyond the run: the comparison was not reached, so
-                # the rows that need it (the paper's among them) are not judged, never missed
-                which = " and ".join(f"var={v:g}" for k, v in enumerate((small, large)) if np.isnan(D[:, i, j, k]).any())
-                reason = (f"{NOT_REACHED} (the run ends at step {int(steps[-1])} before the network's first descent at "
-                          f"{which}, where its train loss falls below {frac:g} x its initial value; no closed form "
-                          f"predicts that step: raise steps.{a}.{o})")
-                claims.append(Claim(f"{where}: the network escapes its plateau within the run", 1.0, 0.0, math.nan,
-                                    comparison="at_least", checks="ours",
-                                    source="precondition of the comparison: the network's first descent lies within the run",
-                                    tolerance_source="a yes/no precondition (no prediction, no budget)").not_judged(reason))
-                for quantity, checks, source in (
-                        (f"{where} var={small:g}: D(2-layer NQF) within the NQF's error budget", "paper", PAPER_SOURCE),
-                        (f"{where} var={small:g}: D(1-layer NQF) >= {ratio:g} D(2-layer NQF, var={small:g})", "paper",
-                         PAPER_SOURCE),
-                        (f"{where} var={large:g}: D(2-layer NQF) >= {ratio:g} D(2-layer NQF, var={small:g})", "ours",
-                         LARGE_SOURCE),
-                        (f"{where} var={large:g}: D(1-layer NQF) >= {ratio:g} D(2-layer NQF, var={small:g})", "ours",
-                         LARGE_SOURCE)):
-                    claims.append(Claim(quantity, math.nan, math.nan, math.nan, comparison="at_least", checks=checks,
-                                        source=source, tolerance_source="not reached").not_judged(reason))
-                continue
-            r = run.sel(init_variance=small)
-            t_deep = escape_step(r["train_deep"].values, steps, frac)
-            trunc = truncation_until(r["truncation"].values, steps, t_deep)
-            interp = interpolation_error(r["train_deep"].values, steps, frac) + interpolation_error(
-                r["train_nqf2"].values, steps, frac)
-            budget = ErrorBudget({
-                "NQF truncation O(|W|^2): mean over steps <= escape of the network's relative distance from its "
-                "2-layer NQF, worst seed": _finite_max(trunc),
-                "escape-step interpolation on the recorded grid (network + NQF)": _finite_max(interp)}, factor)
-            tolerance[i, j] = budget.tolerance
-            adam = ("; Adam: no flow clock (its step does not scale with the gradient, and the loss convention "
-                    "changes only its eps term), the same first-order budget bounds the shift" if o == "adam" else "")
-            claims.append(budget.claim(
-                f"{where} var={small:g}: D(2-layer NQF) within the NQF's error budget", 0.0, d2s, relative=False,
-                checks="paper", source=PAPER_SOURCE,
-                note=(f"D = |t_2NQF / t_deep - 1| of the escape step (train loss below {frac:g} x initial), worst seed; "
-                      + ("the 2-layer NQF keeps the network's clock" if d2s <= budget.tolerance else
-                         "MISS: the 2-layer NQF's escape differs by more than its truncation error explains") + adam)))
-            bound = (f"bound: at least departure_ratio ({ratio:g}) times the 2-layer NQF's D at var={small:g} in the "
-                     f"same run (two deviations measured on the same grid and seeds), so no error budget enters")
-            for name, d, what, checks, source in (
-                    ("1-layer NQF", d1s, f"var={small:g}", "paper", PAPER_SOURCE),
-                    ("2-layer NQF", d2l, f"var={large:g}", "ours", LARGE_SOURCE),
-                    ("1-layer NQF", d1l, f"var={large:g}", "ours", LARGE_SOURCE)):
-                d = d if np.isfinite(d) else float(np.finfo(float).max)  # never escaped or diverged: departed
-                ok = d >= ratio * d2s
-                outside = (f"; {'outside' if d > budget.tolerance else 'inside'} the 2-layer NQF's error budget "
-                           f"{budget.tolerance:.3g}")
-                claims.append(Claim(
-                    f"{where} {what}: D({name}) >= {ratio:g} D(2-layer NQF, var={small:g})",
-                    ratio * d2s, d, math.nan, comparison="at_least", checks=checks, source=source, tolerance_source=bound,
-                    note=(f"ratio {d / max(d2s, 1e-300):.3g}" + (" (never escaped within the run, or diverged)" if d == np.finfo(float).max else "")
-                          + outside
-                          + ("" if ok else "; MISS: " + ("the 1-layer NQF's two factors escape the plateau on nearly the same clock as the network at this optimizer"
-                                                         if "1-layer" in name and what.endswith(f"{small:g}") else
-                                                         "at this init the network stays close to its NQFs over the first descent")))))
-    ds = xr.Dataset(
-        {"D": (("model", "arch", "optimizer", "init"), D, {"units": "1", "long_name": "|t_model / t_deep - 1| of the escape step of the train loss, worst seed (inf: never escaped)"}),
-         "agree_tolerance": (("arch", "optimizer"), tolerance, {"units": "1", "long_name": "error budget of the 2-layer NQF's D at the small init, times the safety factor"})},
-        coords={"model": ["nqf2", "nqf1"], "arch": archs, "optimizer": opts, "init": ["small", "large"]},
-        attrs={"experiment_kind": KIND, "window_fraction": frac})
-    return xr.merge([ds, claims_dataset(claims)])
+            m = measure_run(run_ds[run_id(a, o)], inits, frac)
+            D[:, i, j] = m.D
+            rows, tolerance[i, j] = judge_run(a, o, inits, m, fraction=frac, factor=factor, ratio=ratio)
+            claims += rows
+    return xr.merge([deviation_dataset(D, tolerance, archs, opts, frac), claims_dataset(claims)])

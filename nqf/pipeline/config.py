@@ -144,7 +144,7 @@ def load_yaml(path: str | Path) -> dict:
     return read_config_file(path)
 
 
-# Old spelling -> (new key, what it holds): refused with the new name (one vocabulary, issue 15).
+# Old spelling -> (new key, what it holds): refused with the new name, so one word names one thing.
 RENAMED = {
     "init_scale": ("eps", "the std of the Gaussian initial weights, a number"),
     "init_scales": ("eps", "the stds of the Gaussian initial weights, a list"),

@@ -37,6 +37,8 @@ by twice GD's O(lr) lag (:func:`needed_times`), which covers its loss drop too (
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import xarray as xr
 
@@ -48,14 +50,20 @@ from nqf.experiments.common import (
     claims_dataset,
     lv_from_structure,
     reach_problems,
-    reached,
-    run_too_short,
-    steps_to_reach,
 )
 from nqf.experiments.contract import PaperFigure
-from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
-from nqf.experiments.matching import check_runs
-from nqf.theory.ignition import ignition_times, level_crossing, predicted_ignition_times
+from nqf.experiments.diagonal_gd import (
+    GD_RUN_STAGE_KEYS,
+    RunReach,
+    crossings_beyond,
+    flow_times,
+    gd_fit_attrs,
+    gd_run,
+    glv_error_budget,
+    level_crossings,
+    train_gd_run,
+)
+from nqf.theory.ignition import ignition_times, predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution
 
@@ -209,28 +217,37 @@ def plateau_midpoints(r: np.ndarray, c_diag: np.ndarray, t_star: np.ndarray, exc
     return order, (levels[:-1] + levels[1:]) / 2
 
 
-def beyond_run_crossings(lv, r, c_diag, eps: float, levels, need, loss_min: float) -> np.ndarray:
-    """The times Theorem 6's excess loss falls through ``levels``, on a grid that runs past every
-    mode's needed time (the drops' predictions for a run that stops before them)."""
-    finite = np.asarray(need, float)[np.isfinite(need)]
-    t_far = 1.5 * float(finite.max()) if finite.size else 1.0
-    grid = np.linspace(0.0, t_far, 4001)
-    excess = lv.loss(logistic_solution(r, c_diag, np.full(r.size, eps), grid)) - loss_min
-    return np.array([level_crossing(grid, excess, lev) for lev in levels])
+@dataclass(frozen=True)
+class Measured:
+    """What the fit measures on the run ``gd``, beside what Theorems 6 and 8 predict for it (on the
+    run's own recorded times ``t``), per mode and per loss drop (modes in ignition order)."""
+
+    t: np.ndarray  # the run's recorded times, Eq. 26 flow clock
+    r: np.ndarray
+    c_diag: np.ndarray
+    eps: float
+    eta: float  # the flow step c lr
+    z_thm: np.ndarray  # Theorem 6 at the run's times
+    t_meas: np.ndarray
+    t_pred: np.ndarray
+    t_err: np.ndarray
+    gd_delay: np.ndarray  # GD's relative delay of t*_k
+    z_err: np.ndarray  # max_t |ln z_GD - ln z_Thm6| per mode
+    gd_z: np.ndarray  # GD's bound on it over the run
+    order: np.ndarray  # the mode of each drop
+    mids: np.ndarray  # the drops' levels
+    drop_meas: np.ndarray
+    drop_pred: np.ndarray
+    drop_delay: np.ndarray
+    drop_beyond: np.ndarray  # Theorem 6's crossings past the run's end
+    reach: RunReach
 
 
-def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset],
-        cfg: dict) -> xr.Dataset:
-    """Measured ignition times, loss drops and trajectory errors beside the predictions, with
-    claims whose tolerances come from the run's error budget (see the module docstring)."""
-    check_runs(run_ds, {"gd": {"experiment_kind": KIND, "eps": cfg["eps"], "lr": cfg["lr"], "loss": cfg["loss"]}})
-    factor = float(cfg["tolerances"]["safety_factor"])
-    gd = run_ds["gd"].isel(seed=0)
-    t = gd["time"].values  # the Eq. 26 flow clock, whatever the loss convention
-    z = gd["z"].values
-    lv = lv_from_structure(structure)
-    r, c_diag, eps = lv.r, np.diag(lv.C), float(cfg["eps"])
-    eta = flow_lr(cfg["lr"], cfg["loss"], lv.y.size)
+def measure_modes(gd: xr.Dataset, lv, theory_ds: xr.Dataset, eps: float, eta: float) -> dict:
+    """Per mode: GD's ignition time beside Theorem 8's, and max_t |ln z_GD - ln z_Thm6|, with GD's
+    first-order delay of each and Theorem 6 at the run's times (``z_thm``)."""
+    t, z = gd["time"].values, gd["z"].values  # the Eq. 26 flow clock, whatever the loss convention
+    r, c_diag = lv.r, np.diag(lv.C)
     saturation = np.maximum(r, 0.0) / c_diag  # the fixed point of the flow and of GD alike
     t_meas = ignition_times(t, z, saturation=saturation)
     t_pred = theory_ds["t_star"].values
@@ -246,13 +263,17 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         # growth rate, which grows until the mode ignites (eta r_k ln(r_k/(C_kk eps)) / 4 there), so
         # a run that stops at t_end before t*_k carries eta r_k^2 t_end / 4 for that mode.
         gd_z = eta * r * np.minimum(r * t_end, np.log(r / (c_diag * eps))) / 4
-    # Loss drops: the excess loss falls through the midpoint between consecutive plateaus.
-    loss_min = float(structure["min_loss"])
-    order, mids = plateau_midpoints(r, c_diag, t_pred, lambda zz: lv.loss(zz) - loss_min)
-    excess_gd = gd["loss"].values - loss_min
-    excess_thm = lv.loss(z_thm) - loss_min
-    drop_meas = np.array([level_crossing(t, excess_gd, lev) for lev in mids])
-    drop_pred = np.array([level_crossing(t, excess_thm, lev) for lev in mids])
+    return {"t": t, "r": r, "c_diag": c_diag, "eps": eps, "eta": eta, "z_thm": z_thm, "t_meas": t_meas,
+            "t_pred": t_pred, "t_err": t_err, "gd_delay": gd_delay, "z_err": z_err, "gd_z": gd_z}
+
+
+def measure_drops(gd: xr.Dataset, lv, loss_min: float, modes: dict) -> dict:
+    """The loss drops: the times the GD excess loss and Theorem 6's fall through the midpoint of
+    two consecutive plateaus, GD's delay at each, and Theorem 6's crossings past the run's end."""
+    t, r, c_diag, eps, eta = (modes[k] for k in ("t", "r", "c_diag", "eps", "eta"))
+    order, mids = plateau_midpoints(r, c_diag, modes["t_pred"], lambda zz: lv.loss(zz) - loss_min)
+    drop_meas = level_crossings(t, gd["loss"].values - loss_min, mids)
+    drop_pred = level_crossings(t, lv.loss(modes["z_thm"]) - loss_min, mids)
     z_at_drop = logistic_solution(r, c_diag, np.full(lv.modes, eps), np.nan_to_num(drop_pred))
     drop_delay = np.array([eta * np.log(max(z_at_drop[j, k], eps) / eps) / (4 * drop_pred[j])
                            if np.isfinite(drop_pred[j]) and drop_pred[j] > 0 else np.nan
@@ -260,94 +281,126 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     # What the run reaches: the time each mode's rows need (needed_times), and the drops of
     # Theorem 6's loss past the end (where drop_pred, on the run's own times, is NaN).
     need = needed_times(r, c_diag, eps, eta)
-    drop_beyond = beyond_run_crossings(lv, r, c_diag, eps, mids, need, loss_min)
-    ds = xr.Dataset(
+    drop_beyond = crossings_beyond(
+        need, lambda grid: lv.loss(logistic_solution(r, c_diag, np.full(r.size, eps), grid)) - loss_min, mids)
+    return {"order": order, "mids": mids, "drop_meas": drop_meas, "drop_pred": drop_pred, "drop_delay": drop_delay,
+            "drop_beyond": drop_beyond, "reach": RunReach(float(t[-1]), need, eta)}
+
+
+def measure(gd: xr.Dataset, structure: xr.Dataset, theory_ds: xr.Dataset, cfg: dict) -> Measured:
+    """:func:`measure_modes` and :func:`measure_drops` of the run ``gd`` (seed 0)."""
+    lv = lv_from_structure(structure)
+    modes = measure_modes(gd, lv, theory_ds, float(cfg["eps"]), flow_lr(cfg["lr"], cfg["loss"], lv.y.size))
+    return Measured(**modes, **measure_drops(gd, lv, float(structure["min_loss"]), modes))
+
+
+def fit_dataset(ms: Measured, structure: xr.Dataset, theory_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """The measured and predicted quantities of the fit file (FIT_VARIABLES)."""
+    return xr.Dataset(
         {
-            "t_star_measured": ("mode", t_meas, {"units": "1", "long_name": "ignition time measured from GD (z_k reaches r_k / (2 C_kk))"}),
-            "t_star_predicted": ("mode", t_pred, {"units": "1", "long_name": "Theorem 8 ignition time"}),
-            "t_star_rel_error": ("mode", t_err, {"units": "1", "long_name": "|measured - predicted| / predicted"}),
-            "t_star_gd_delay": ("mode", gd_delay, {"units": "1", "long_name": "GD's first-order relative delay eta ln(z_half / eps) / (4 t*_k)"}),
-            "z_max_log_error": ("mode", z_err, {"units": "1", "long_name": "max_t |ln z_GD - ln z_Thm6|"}),
-            "z_gd_error": ("mode", gd_z, {"units": "1", "long_name": "GD's first-order bound over the run eta r_k min(r_k t_end, ln(r_k / (C_kk eps))) / 4"}),
-            "drop_mode": ("drop", order, {"long_name": "mode whose ignition makes the drop"}),
-            "drop_level": ("drop", mids, {"units": "1", "long_name": "excess loss halfway between the plateaus before and after"}),
-            "drop_time_measured": ("drop", drop_meas, {"units": "1", "long_name": "time the GD excess loss falls through drop_level"}),
-            "drop_time_predicted": ("drop", drop_pred, {"units": "1", "long_name": "time Theorem 6's excess loss falls through drop_level"}),
-            "r": structure["r"], "C_diag": ("mode", c_diag),
+            "t_star_measured": ("mode", ms.t_meas, {"units": "1", "long_name": "ignition time measured from GD (z_k reaches r_k / (2 C_kk))"}),
+            "t_star_predicted": ("mode", ms.t_pred, {"units": "1", "long_name": "Theorem 8 ignition time"}),
+            "t_star_rel_error": ("mode", ms.t_err, {"units": "1", "long_name": "|measured - predicted| / predicted"}),
+            "t_star_gd_delay": ("mode", ms.gd_delay, {"units": "1", "long_name": "GD's first-order relative delay eta ln(z_half / eps) / (4 t*_k)"}),
+            "z_max_log_error": ("mode", ms.z_err, {"units": "1", "long_name": "max_t |ln z_GD - ln z_Thm6|"}),
+            "z_gd_error": ("mode", ms.gd_z, {"units": "1", "long_name": "GD's first-order bound over the run eta r_k min(r_k t_end, ln(r_k / (C_kk eps))) / 4"}),
+            "drop_mode": ("drop", ms.order, {"long_name": "mode whose ignition makes the drop"}),
+            "drop_level": ("drop", ms.mids, {"units": "1", "long_name": "excess loss halfway between the plateaus before and after"}),
+            "drop_time_measured": ("drop", ms.drop_meas, {"units": "1", "long_name": "time the GD excess loss falls through drop_level"}),
+            "drop_time_predicted": ("drop", ms.drop_pred, {"units": "1", "long_name": "time Theorem 6's excess loss falls through drop_level"}),
+            "r": structure["r"], "C_diag": ("mode", ms.c_diag),
         },
-        coords={"mode": theory_ds["mode"].values, "drop": np.arange(order.size)},
-        attrs={"experiment_kind": KIND, "lr": float(cfg["lr"]), "loss_convention": cfg["loss"], "flow_lr": eta},
+        coords={"mode": theory_ds["mode"].values, "drop": np.arange(ms.order.size)},
+        attrs=gd_fit_attrs(KIND, cfg, ms.eta),
     )
+
+
+def judge_ignitions(ms: Measured, factor: float) -> list[Claim]:
+    """Per mode, GD's ignition time against Theorem 8 within GD's delay (times ``factor``)."""
     claims = []
-
-    def short(claim: Claim, t_pred_k: float, k: int) -> Claim:
-        """The claim, not judged when its crossing was not measured and its prediction (plus the
-        tolerance) lies beyond the run: a run too short is not a miss."""
-        # a crossing not measured is a miss once the run has passed either the latest time a passing
-        # crossing could come (the tolerance) or the time the kind says a run must reach (need)
-        latest = t_pred_k * (1 + claim.tolerance) if np.isfinite(claim.tolerance) else t_pred_k
-        if reached(t_end, min(latest, need[k]) if np.isfinite(need[k]) else latest, claim.measured):
-            return claim
-        return claim.not_judged(run_too_short(t_end, t_pred_k, steps_to_reach(need[k], eta)))
-
-    for k in range(t_pred.size):
-        budget = ErrorBudget({"GD O(lr): eta ln(z_half/eps)/(4 t*)": gd_delay[k]}, factor)
-        claims.append(short(budget.claim(
-            f"ignition time t*_{k + 1} (r = {r[k]:.4g})", float(t_pred[k]), float(t_meas[k]), checks="paper",
+    for k in range(ms.t_pred.size):
+        budget = ErrorBudget({"GD O(lr): eta ln(z_half/eps)/(4 t*)": ms.gd_delay[k]}, factor)
+        claims.append(ms.reach.judged_if_reached(budget.claim(
+            f"ignition time t*_{k + 1} (r = {ms.r[k]:.4g})", float(ms.t_pred[k]), float(ms.t_meas[k]), checks="paper",
             source=f"{PAPER_FIG3}: 'Vertical dashed lines mark the characteristic timescales t*_k where each "
                    "feature reaches half-saturation' (Theorem 8, rho = 1/2)",
             note=f"time z_k reaches r_k / (2 C_kk); the caption's (1/r) ln(r/(C eps)) differs by "
-                 f"{abs(np.log1p(-c_diag[k] * eps / r[k])) / r[k] / t_pred[k]:.1e} relative; eta = c lr = {eta:g}"),
-            float(t_pred[k]), k))
-    for j, k in enumerate(order):
-        budget = ErrorBudget({"GD O(lr): eta ln(z_k/eps)/(4 t) at the drop": drop_delay[j]}, factor)
+                 f"{abs(np.log1p(-ms.c_diag[k] * ms.eps / ms.r[k])) / ms.r[k] / ms.t_pred[k]:.1e} relative; "
+                 f"eta = c lr = {ms.eta:g}"),
+            float(ms.t_pred[k]), k))
+    return claims
+
+
+def judge_drops(ms: Measured, factor: float) -> list[Claim]:
+    """Per loss drop, the GD crossing against Theorem 6's within GD's delay at the drop."""
+    claims = []
+    for j, k in enumerate(ms.order):
+        budget = ErrorBudget({"GD O(lr): eta ln(z_k/eps)/(4 t) at the drop": ms.drop_delay[j]}, factor)
         # a drop past the run's end has no crossing on the run's times: quote Theorem 6's beyond it
-        pred_j = float(drop_pred[j]) if np.isfinite(drop_pred[j]) else float(drop_beyond[j])
-        offset = (pred_j - t_pred[k]) * r[k]
-        claims.append(short(budget.claim(
+        pred_j = float(ms.drop_pred[j]) if np.isfinite(ms.drop_pred[j]) else float(ms.drop_beyond[j])
+        offset = (pred_j - ms.t_pred[k]) * ms.r[k]
+        claims.append(ms.reach.judged_if_reached(budget.claim(
             f"loss drop {j + 1} (mode {k + 1}): time the excess loss is halfway between plateaus",
-            pred_j, float(drop_meas[j]), checks="paper",
+            pred_j, float(ms.drop_meas[j]), checks="paper",
             source=f"{PAPER_FIG3}: 'The excess MSE loss over time, which exhibits sequential plateaus. Each sharp "
                    "drop in the loss aligns with t*_k'",
             note=f"predicted: the same crossing of Theorem 6's loss on the run's recorded times; it lies "
-                 f"{offset:+.2f} / r_k from t*_k = {t_pred[k]:.4g} (the drop's own width is 1 / r_k)"),
+                 f"{offset:+.2f} / r_k from t*_k = {ms.t_pred[k]:.4g} (the drop's own width is 1 / r_k)"),
             pred_j, k))
+    return claims
+
+
+def judge_trajectories(ms: Measured, theory_ds: xr.Dataset, factor: float) -> list[Claim]:
+    """max_t |ln z_GD - ln z_Thm6| within GD's bound over the run, and the numerical GLV against
+    Theorem 6 within the integrator's error control."""
     # the range of ln z the comparison covers: a tolerance as large cannot tell a theory from another
-    ln_range = float(np.max(np.abs(np.log(z_thm[-1]) - np.log(z_thm[0]))))
-    budget = ErrorBudget({"GD O(lr): max_k eta r_k min(r_k t_end, ln(r_k/(C_kk eps)))/4": float(np.nanmax(gd_z))},
+    ln_range = float(np.max(np.abs(np.log(ms.z_thm[-1]) - np.log(ms.z_thm[0]))))
+    budget = ErrorBudget({"GD O(lr): max_k eta r_k min(r_k t_end, ln(r_k/(C_kk eps)))/4": float(np.nanmax(ms.gd_z))},
                          factor)
-    ignited = np.flatnonzero(t_pred <= t_end)
     trajectory = budget.claim(
-        "max_t,k |ln z_GD - ln z_Thm6|", 0.0, float(np.max(z_err)), relative=False, checks="paper",
+        "max_t,k |ln z_GD - ln z_Thm6|", 0.0, float(np.max(ms.z_err)), relative=False, checks="paper",
         source=f"{PAPER_FIG3}: 'Solid lines represent the theory in Theorem 6 and markers represent the results "
                "obtained by GD' (Sec. 7: 'the numerical trajectories match the predictions of Theorem 6')",
-        note=f"per mode {', '.join(f'{v:.2g}' for v in z_err)}; eta = c lr = {eta:g}"
-             + (f"; not ignited within the run: mode {', '.join(str(k + 1) for k in range(r.size) if k not in ignited)}"
-                if 0 < ignited.size < r.size else ""),
+        note=f"per mode {', '.join(f'{v:.2g}' for v in ms.z_err)}; eta = c lr = {ms.eta:g}"
+             + ms.reach.not_ignited_note(ms.t_pred, "mode"),
         scale=ln_range, scale_what="the range of ln z_Thm6 over the run")
-    if ignited.size == 0 and trajectory.judged:  # only the exponential rise: not the switch-ons the figure shows
-        first = int(np.argmin(t_pred))
-        trajectory = trajectory.not_judged(run_too_short(
-            t_end, float(t_pred[first]), steps_to_reach(need[first], eta),
-            what=f"the first ignition (mode {first + 1}) is at"))
-    claims.append(trajectory)
-    log_z = np.log(np.maximum(theory_ds["z_closed_form"].values[1:], np.finfo(float).tiny))
-    budget = ErrorBudget({"Radau rtol x max|ln z|": GLV_RTOL * float(np.max(np.abs(log_z))),
-                          "atol": GLV_ATOL}, factor)
-    claims.append(budget.claim(
+    # only the exponential rise: not the switch-ons the figure shows
+    trajectory = ms.reach.trajectory_reached(trajectory, ms.t_pred, "mode", argmin=np.argmin)
+    glv_row = glv_error_budget(theory_ds["z_closed_form"].values[1:], factor).claim(
         "max_t,k |z_GLV - z_Thm6| / z_Thm6", 0.0, float(np.nanmax(theory_ds["glv_max_rel_error"].values)),
         relative=False, checks="ours", source="two evaluations of the theory agree (numerical GLV vs Theorem 6)",
-        note="log-z Radau integrator; the flow is non-expansive in ln z, so local errors do not grow"))
-    # Assumption 1 holds by construction here: the data are diagonal matrices, stored as their
-    # diagonals (A_diag) and trained as a DiagonalForm, for which nqf.theory.lotka_volterra.shared_eigenbasis
-    # returns a commutator residual of 0.0 without forming a commutator (and a dense commutator of
-    # diagonal matrices is exactly 0 in floating point too). The row states the condition Theorem 6
-    # rests on; it is labelled so that no count takes it for evidence.
-    claims.append(Claim("shared-eigenbasis commutator residual (Assumption 1)", 0.0,
-                        float(structure["commutator_residual"]), 1e-10, relative=False, checks="construction",
-                        source="holds by construction (diagonal data matrices A_mu = Diag(lambda_mu) commute; "
-                               "the structure stage returns 0.0 for a DiagonalForm without computing it): "
-                               "Assumption 1 (shared eigenbasis), the condition of Theorem 6",
-                        tolerance_source="none needed: the residual is 0.0 by construction; 1e-10 only guards rounding",
-                        note="diagonal data matrices commute exactly"))
-    return xr.merge([ds, claims_dataset(claims)])
+        note="log-z Radau integrator; the flow is non-expansive in ln z, so local errors do not grow")
+    return [trajectory, glv_row]
+
+
+def assumption_1(structure: xr.Dataset) -> Claim:
+    """The shared-eigenbasis row: stated, holding by construction.
+
+    The data are diagonal matrices, stored as their diagonals (A_diag) and trained as a
+    DiagonalForm, for which nqf.theory.lotka_volterra.shared_eigenbasis returns a commutator
+    residual of 0.0 without forming a commutator (and a dense commutator of diagonal matrices is
+    exactly 0 in floating point too). The row states the condition Theorem 6 rests on; it is
+    labelled so that no count takes it for evidence."""
+    return Claim("shared-eigenbasis commutator residual (Assumption 1)", 0.0,
+                 float(structure["commutator_residual"]), 1e-10, relative=False, checks="construction",
+                 source="holds by construction (diagonal data matrices A_mu = Diag(lambda_mu) commute; "
+                        "the structure stage returns 0.0 for a DiagonalForm without computing it): "
+                        "Assumption 1 (shared eigenbasis), the condition of Theorem 6",
+                 tolerance_source="none needed: the residual is 0.0 by construction; 1e-10 only guards rounding",
+                 note="diagonal data matrices commute exactly")
+
+
+def judge(ms: Measured, structure: xr.Dataset, theory_ds: xr.Dataset, cfg: dict) -> list[Claim]:
+    """The claims (see the module docstring), each tolerance the run's error budget times
+    ``tolerances.safety_factor``; rows the run does not reach are not judged."""
+    factor = float(cfg["tolerances"]["safety_factor"])
+    return (judge_ignitions(ms, factor) + judge_drops(ms, factor) + judge_trajectories(ms, theory_ds, factor)
+            + [assumption_1(structure)])
+
+
+def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset],
+        cfg: dict) -> xr.Dataset:
+    """Measured ignition times, loss drops and trajectory errors beside the predictions, with
+    claims whose tolerances come from the run's error budget (see the module docstring)."""
+    ms = measure(gd_run(run_ds, cfg, KIND), structure, theory_ds, cfg)
+    return xr.merge([fit_dataset(ms, structure, theory_ds, cfg), claims_dataset(judge(ms, structure, theory_ds, cfg))])

@@ -34,6 +34,8 @@ any job starts (:func:`needed_times`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import xarray as xr
 
@@ -44,15 +46,21 @@ from nqf.experiments.common import (
     claims_dataset,
     lv_from_structure,
     reach_problems,
-    reached,
-    run_too_short,
-    steps_to_reach,
 )
 from nqf.experiments.contract import PaperFigure
-from nqf.experiments.diagonal_gd import GD_RUN_STAGE_KEYS, flow_times, train_gd_run
-from nqf.experiments.matching import check_runs
+from nqf.experiments.diagonal_gd import (
+    GD_RUN_STAGE_KEYS,
+    RunReach,
+    crossings_beyond,
+    flow_times,
+    gd_fit_attrs,
+    gd_run,
+    glv_error_budget,
+    level_crossings,
+    train_gd_run,
+)
 from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
-from nqf.theory.ignition import ignition_times, level_crossing
+from nqf.theory.ignition import ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv
 
@@ -173,137 +181,188 @@ def theory(structure: xr.Dataset, cfg: dict) -> xr.Dataset:
     )
 
 
-def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """Measured sample ignitions, total-loss drops and output trajectories beside Eq. 36, the
-    drops' offsets from Eq. 47, with claims whose tolerances come from the run's error budget."""
-    check_runs(run_ds, {"gd": {"experiment_kind": KIND, "eps": cfg["eps"], "lr": cfg["lr"], "loss": cfg["loss"]}})
-    factor = float(cfg["tolerances"]["safety_factor"])
-    gd = run_ds["gd"].isel(seed=0)
+@dataclass(frozen=True)
+class Measured:
+    """What the fit measures on the run ``gd``, beside what Eq. 36 predicts for it (on the run's
+    own recorded times ``t``), per sample and per loss drop (samples in ignition order)."""
+
+    t: np.ndarray  # the run's recorded times, Eq. 26 flow clock
+    y: np.ndarray
+    eps: float
+    eta: float  # the flow step c lr
+    lead: np.ndarray  # each sample's fastest mode
+    zeta: np.ndarray
+    t_meas: np.ndarray
+    t_pred: np.ndarray
+    t_asym: np.ndarray  # Eq. 47's ln(1/eps) / zeta_mu
+    f_thm: np.ndarray  # Eq. 36's outputs at the run's times
+    f_err: np.ndarray  # max_t |ln f_GD - ln f_Eq36| per sample
+    delay_ign: np.ndarray  # GD's relative delay of t*_mu
+    order: np.ndarray  # the sample of each drop
+    mids: np.ndarray  # the drops' levels
+    drop_meas: np.ndarray
+    drop_pred: np.ndarray
+    delay_drop: np.ndarray
+    drop_beyond: np.ndarray  # Eq. 36's crossings past the run's end
+    reach: RunReach
+
+
+def gd_delay(lam: np.ndarray, y: np.ndarray, eps: float, eta: float, times, modes) -> np.ndarray:
+    """GD's first-order relative delay (eta/4) ln(z_k(t)/eps) / t of mode k (``modes``, one per
+    time) at each of ``times`` under Eq. 36; NaN at a time that is not finite and positive."""
+    z0 = np.full(lam.shape[1], eps)
+    times = np.asarray(times, float)
+    ok = np.isfinite(times) & (times > 0)
+    z_at = theorem5(lam, y, z0, np.where(ok, times, 0.0))[np.arange(times.size), modes]
+    return np.where(ok, eta * np.log(np.maximum(z_at, eps) / eps) / (4 * np.where(ok, times, 1.0)), np.nan)
+
+
+def measure_samples(gd: xr.Dataset, lv, theory_ds: xr.Dataset, eps: float, eta: float) -> dict:
+    """Per sample: GD's ignition time (f_mu reaches y_mu / 2) beside Eq. 36's, GD's delay of it,
+    and max_t |ln f_GD - ln f_Eq36|, with Eq. 36's outputs at the run's times (``f_thm``)."""
     t = gd["time"].values  # the Eq. 26 flow clock, whatever the loss convention
-    lv = lv_from_structure(structure)
-    y, lam, eps = lv.y, lv.lam, float(cfg["eps"])
-    m = y.size
-    eta = flow_lr(cfg["lr"], cfg["loss"], m)
-    z0 = np.full(lv.modes, eps)
+    y, lam = lv.y, lv.lam
     lead = np.argmax(lam * y[:, None], axis=1)  # each sample's fastest mode: its rate is zeta_mu
     t_meas = ignition_times(t, gd["f"].values, saturation=y)
     t_pred = theory_ds["t_star"].values
-    t_asym = theory_ds["t_star_asymptotic"].values
-    zeta_mu = theory_ds["zeta"].values
     # Eq. 36 at the run's own recorded times (exact), so nothing depends on the theory's grid.
-    z_thm = theorem5(lam, y, z0, t)
-    f_thm = z_thm @ lam.T
+    f_thm = theorem5(lam, y, np.full(lv.modes, eps), t) @ lam.T
     f_err = np.max(np.abs(np.log(gd["f"].values) - np.log(f_thm)), axis=0)  # y > 0, so f > 0
+    return {"t": t, "y": y, "eps": eps, "eta": eta, "lead": lead, "zeta": theory_ds["zeta"].values,
+            "t_meas": t_meas, "t_pred": t_pred, "t_asym": theory_ds["t_star_asymptotic"].values, "f_thm": f_thm,
+            "f_err": f_err, "delay_ign": gd_delay(lam, y, eps, eta, t_pred, lead)}
 
-    def gd_delay(times, modes):
-        """GD's first-order relative delay (eta/4) ln(z_k(t)/eps) / t of the leading mode k."""
-        times = np.asarray(times, float)
-        ok = np.isfinite(times) & (times > 0)
-        z_at = theorem5(lam, y, z0, np.where(ok, times, 0.0))[np.arange(times.size), modes]
-        return np.where(ok, eta * np.log(np.maximum(z_at, eps) / eps) / (4 * np.where(ok, times, 1.0)), np.nan)
 
-    delay_ign = gd_delay(t_pred, lead)
-    # Total-loss drops (Fig. 4 right): the loss falls through the midpoint of two plateaus, the
-    # plateaus being (1/m) sum of y_mu^2 over the samples not yet learned (Eq. 47).
+def measure_drops(gd: xr.Dataset, lv, samples: dict) -> dict:
+    """Total-loss drops (Fig. 4 right): the times the GD loss and the Eq. 36 loss fall through
+    the midpoint of two plateaus, the plateaus being (1/m) sum of y_mu^2 over the samples not yet
+    learned (Eq. 47); GD's delay at each, and Eq. 36's crossings past the run's end."""
+    t, y, eps, eta, t_pred = (samples[k] for k in ("t", "y", "eps", "eta", "t_pred"))
+    m, z0 = y.size, np.full(lv.modes, eps)
     order = np.argsort(t_pred)
     plateaus = np.array([np.sum(y[order[j:]] ** 2) / m for j in range(m + 1)])
     mids = (plateaus[:-1] + plateaus[1:]) / 2
-    drop_meas = np.array([level_crossing(t, gd["loss"].values, lev) for lev in mids])
-    drop_pred = np.array([level_crossing(t, lv.loss(z_thm), lev) for lev in mids])
-    delay_drop = gd_delay(drop_pred, lead[order])
+    drop_meas = level_crossings(t, gd["loss"].values, mids)
+    drop_pred = level_crossings(t, lv.loss(theorem5(lv.lam, y, z0, t)), mids)
     # What the run reaches: its end, each sample's needed time (needed_times), and the drops of the
     # Eq. 36 loss past the end (where drop_pred, on the run's own times, is NaN).
-    t_end = float(t[-1])
-    need = needed_times(t_pred, zeta_mu, eta)
-    finite_need = need[np.isfinite(need)]
-    grid = np.linspace(0.0, 1.5 * float(finite_need.max()) if finite_need.size else 1.0, 4001)
-    loss_far = lv.loss(theorem5(lam, y, z0, grid))
-    drop_beyond = np.array([level_crossing(grid, loss_far, lev) for lev in mids])
-    ds = xr.Dataset(
-        {"t_star_measured": ("sample", t_meas, {"units": "1", "long_name": "GD time f_mu reaches y_mu / 2"}),
-         "t_star_predicted": ("sample", t_pred, {"units": "1", "long_name": "Eq. 36 time f_mu reaches y_mu / 2"}),
-         "t_star_asymptotic": ("sample", t_asym, {"units": "1", "long_name": "ln(1/eps) / zeta_mu"}),
-         "t_star_gd_delay": ("sample", delay_ign, {"units": "1", "long_name": "GD's first-order relative delay (eta/4) ln(z_lead/eps) / t*"}),
-         "f_max_log_error": ("sample", f_err, {"units": "1", "long_name": "max_t |ln f_GD - ln f_Eq36|"}),
-         "drop_sample": ("drop", order, {"long_name": "sample whose learning makes the drop"}),
-         "drop_level": ("drop", mids, {"units": "1", "long_name": "loss halfway between the plateaus before and after"}),
-         "drop_time_measured": ("drop", drop_meas, {"units": "1", "long_name": "time the GD loss falls through drop_level"}),
-         "drop_time_predicted": ("drop", drop_pred, {"units": "1", "long_name": "time the Eq. 36 loss falls through drop_level"})},
-        coords={"sample": theory_ds["sample"].values, "drop": np.arange(m)},
-        attrs={"experiment_kind": KIND, "lr": float(cfg["lr"]), "loss_convention": cfg["loss"], "flow_lr": eta},
+    need = needed_times(t_pred, samples["zeta"], eta)
+    return {"order": order, "mids": mids, "drop_meas": drop_meas, "drop_pred": drop_pred,
+            "delay_drop": gd_delay(lv.lam, y, eps, eta, drop_pred, samples["lead"][order]),
+            "drop_beyond": crossings_beyond(need, lambda grid: lv.loss(theorem5(lv.lam, y, z0, grid)), mids),
+            "reach": RunReach(float(t[-1]), need, eta)}
+
+
+def measure(gd: xr.Dataset, structure: xr.Dataset, theory_ds: xr.Dataset, cfg: dict) -> Measured:
+    """:func:`measure_samples` and :func:`measure_drops` of the run ``gd`` (seed 0)."""
+    lv = lv_from_structure(structure)
+    samples = measure_samples(gd, lv, theory_ds, float(cfg["eps"]), flow_lr(cfg["lr"], cfg["loss"], lv.y.size))
+    return Measured(**samples, **measure_drops(gd, lv, samples))
+
+
+def fit_dataset(ms: Measured, theory_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """The measured and predicted quantities of the fit file (FIT_VARIABLES)."""
+    return xr.Dataset(
+        {"t_star_measured": ("sample", ms.t_meas, {"units": "1", "long_name": "GD time f_mu reaches y_mu / 2"}),
+         "t_star_predicted": ("sample", ms.t_pred, {"units": "1", "long_name": "Eq. 36 time f_mu reaches y_mu / 2"}),
+         "t_star_asymptotic": ("sample", ms.t_asym, {"units": "1", "long_name": "ln(1/eps) / zeta_mu"}),
+         "t_star_gd_delay": ("sample", ms.delay_ign, {"units": "1", "long_name": "GD's first-order relative delay (eta/4) ln(z_lead/eps) / t*"}),
+         "f_max_log_error": ("sample", ms.f_err, {"units": "1", "long_name": "max_t |ln f_GD - ln f_Eq36|"}),
+         "drop_sample": ("drop", ms.order, {"long_name": "sample whose learning makes the drop"}),
+         "drop_level": ("drop", ms.mids, {"units": "1", "long_name": "loss halfway between the plateaus before and after"}),
+         "drop_time_measured": ("drop", ms.drop_meas, {"units": "1", "long_name": "time the GD loss falls through drop_level"}),
+         "drop_time_predicted": ("drop", ms.drop_pred, {"units": "1", "long_name": "time the Eq. 36 loss falls through drop_level"})},
+        coords={"sample": theory_ds["sample"].values, "drop": np.arange(ms.y.size)},
+        attrs=gd_fit_attrs(KIND, cfg, ms.eta),
     )
+
+
+def judge_ignitions(ms: Measured, factor: float) -> list[Claim]:
+    """Per sample, GD's ignition time against Eq. 36 within GD's delay (times ``factor``)."""
     claims = []
-
-    def short(claim: Claim, t_pred_mu: float, mu: int) -> Claim:
-        """The claim, not judged when its crossing was not measured and its prediction (plus the
-        tolerance) lies beyond the run: a run too short is not a miss."""
-        # a crossing not measured is a miss once the run has passed either the latest time a passing
-        # crossing could come (the tolerance) or the time the kind says a run must reach (need)
-        latest = t_pred_mu * (1 + claim.tolerance) if np.isfinite(claim.tolerance) else t_pred_mu
-        if reached(t_end, min(latest, need[mu]) if np.isfinite(need[mu]) else latest, claim.measured):
-            return claim
-        return claim.not_judged(too_short(t_pred_mu, mu))
-
-    def too_short(t_pred_mu: float, mu: int) -> str:
-        return run_too_short(t_end, t_pred_mu, steps_to_reach(need[mu], eta) if np.isfinite(need[mu]) else None)
-
-    for mu in range(m):
-        budget = ErrorBudget({"GD O(lr): eta ln(z_lead/eps)/(4 t*)": delay_ign[mu]}, factor)
-        claims.append(short(budget.claim(
-            f"sample {mu + 1} ignition time (y = {y[mu]:.4g}): f_mu reaches y_mu / 2", float(t_pred[mu]),
-            float(t_meas[mu]), checks="paper",
+    for mu in range(ms.y.size):
+        budget = ErrorBudget({"GD O(lr): eta ln(z_lead/eps)/(4 t*)": ms.delay_ign[mu]}, factor)
+        claims.append(ms.reach.judged_if_reached(budget.claim(
+            f"sample {mu + 1} ignition time (y = {ms.y[mu]:.4g}): f_mu reaches y_mu / 2", float(ms.t_pred[mu]),
+            float(ms.t_meas[mu]), checks="paper",
             source=f"{PAPER_FIG4} (left): 'the MSE for each individual sample remains stagnant at its initial "
                    "plateau before undergoing a sudden, sharp decay toward zero near t*_mu' (GD vs Theorem 5, Eq. 36)",
-            note=f"eta = c lr = {eta:g}; sample's leading mode {int(lead[mu]) + 1}, zeta_mu = {zeta_mu[mu]:.4g}"),
-            float(t_pred[mu]), mu))
-    for j, mu in enumerate(order):
-        budget = ErrorBudget({"GD O(lr): eta ln(z_lead/eps)/(4 t) at the drop": delay_drop[j]}, factor)
+            note=f"eta = c lr = {ms.eta:g}; sample's leading mode {int(ms.lead[mu]) + 1}, zeta_mu = {ms.zeta[mu]:.4g}"),
+            float(ms.t_pred[mu]), mu))
+    return claims
+
+
+def judge_drops(ms: Measured, factor: float) -> list[Claim]:
+    """Per loss drop, the GD crossing against Eq. 36's within GD's delay at the drop."""
+    claims = []
+    for j, mu in enumerate(ms.order):
+        budget = ErrorBudget({"GD O(lr): eta ln(z_lead/eps)/(4 t) at the drop": ms.delay_drop[j]}, factor)
         # a drop past the run's end has no crossing on the run's times: quote Eq. 36's beyond it
-        pred_j = float(drop_pred[j]) if np.isfinite(drop_pred[j]) else float(drop_beyond[j])
-        claims.append(short(budget.claim(
+        pred_j = float(ms.drop_pred[j]) if np.isfinite(ms.drop_pred[j]) else float(ms.drop_beyond[j])
+        claims.append(ms.reach.judged_if_reached(budget.claim(
             f"loss drop {j + 1} (sample {mu + 1}): time the loss is halfway between plateaus", pred_j,
-            float(drop_meas[j]), checks="paper",
+            float(ms.drop_meas[j]), checks="paper",
             source=f"{PAPER_FIG4} (right): 'The total empirical MSE loss over time, which exhibits m sequential "
                    "plateaus' (GD vs Theorem 5, Eq. 36)",
-            note=f"predicted: the same crossing of the Eq. 36 loss on the run's recorded times"), pred_j, mu))
-    for mu in range(m):
-        pred_off = float(t_pred[mu] / t_asym[mu] - 1)
-        budget = ErrorBudget({"GD O(lr) x t*_Eq36 / t*_Eq47": delay_ign[mu] * t_pred[mu] / t_asym[mu]}, factor)
+            note="predicted: the same crossing of the Eq. 36 loss on the run's recorded times"), pred_j, mu))
+    return claims
+
+
+def judge_offsets(ms: Measured, ignitions: list[Claim], factor: float) -> list[Claim]:
+    """Per sample, the drop's offset from Eq. 47 against the exact theory's own offset; judged
+    when the sample's ignition row (``ignitions[mu]``), from which it is measured, is."""
+    claims = []
+    for mu in range(ms.y.size):
+        pred_off = float(ms.t_pred[mu] / ms.t_asym[mu] - 1)
+        budget = ErrorBudget({"GD O(lr) x t*_Eq36 / t*_Eq47": ms.delay_ign[mu] * ms.t_pred[mu] / ms.t_asym[mu]},
+                             factor)
         claim = budget.claim(
             f"sample {mu + 1}: offset of its drop from ln(1/eps)/zeta_mu (Eq. 47), relative", pred_off,
-            float(t_meas[mu] / t_asym[mu] - 1), relative=False, checks="paper",
+            float(ms.t_meas[mu] / ms.t_asym[mu] - 1), relative=False, checks="paper",
             source=f"{PAPER_FIG4}: 'Vertical dashed lines mark the characteristic timescales t*_mu = zeta_mu^-1 "
                    "ln(1/eps) according to (47) ... Each discrete drop in the total loss matches the respective "
                    "timescale t*_mu'",
-            note=f"Eq. 47 is the eps -> 0 limit; at eps = {eps:g} the exact theory (Eq. 36) puts the drop "
+            note=f"Eq. 47 is the eps -> 0 limit; at eps = {ms.eps:g} the exact theory (Eq. 36) puts the drop "
                  f"{pred_off:+.1%} from it, an O(1/ln(1/eps)) offset")
-        # the offset is measured from the sample's ignition time: judged when that is
-        claims.append(claim if claims[mu].judged else claim.not_judged(too_short(float(t_pred[mu]), mu)))
+        claims.append(claim if ignitions[mu].judged else claim.not_judged(ms.reach.too_short(float(ms.t_pred[mu]), mu)))
+    return claims
+
+
+def judge_trajectories(ms: Measured, theory_ds: xr.Dataset, factor: float) -> list[Claim]:
+    """max_t |ln f_GD - ln f_Eq36| within GD's bound over the run, and Eq. 36 against the
+    integrated GLV within the integrator's error control."""
     # GD's bound on |ln f_GD - ln f_Eq36| over this run: the delay (eta/4) zeta t times the growth
     # rate zeta, up to the sample's ignition or the run's end, whichever comes first
-    gd_f = eta * zeta_mu ** 2 * np.minimum(t_pred, t_end) / 4
+    gd_f = ms.eta * ms.zeta ** 2 * np.minimum(ms.t_pred, ms.reach.t_end) / 4
     budget = ErrorBudget({"GD O(lr): max_mu eta zeta_mu^2 min(t*_mu, t_end)/4": float(np.nanmax(gd_f))}, factor)
-    f_range = float(np.nanmax(np.abs(np.log(f_thm[-1]) - np.log(f_thm[0]))))
-    ignited = np.flatnonzero(t_pred <= t_end)
+    f_range = float(np.nanmax(np.abs(np.log(ms.f_thm[-1]) - np.log(ms.f_thm[0]))))
     trajectory = budget.claim(
-        "max_t,mu |ln f_GD - ln f_Eq36|", 0.0, float(np.nanmax(f_err)), relative=False, checks="paper",
+        "max_t,mu |ln f_GD - ln f_Eq36|", 0.0, float(np.nanmax(ms.f_err)), relative=False, checks="paper",
         source=f"{PAPER_FIG4}: 'Solid lines represent the theory of Theorem 5 obtained by numerically solving "
                "Eq. (36), and markers represent the empirical results obtained by full batch GD'",
-        note=f"per sample {', '.join(f'{v:.2g}' for v in f_err)}; the bound is GD's delay (eta/4) zeta t times "
-             "the growth rate zeta, up to t* or the run's end"
-             + (f"; not ignited within the run: sample {', '.join(str(mu + 1) for mu in range(m) if mu not in ignited)}"
-                if 0 < ignited.size < m else ""),
+        note=f"per sample {', '.join(f'{v:.2g}' for v in ms.f_err)}; the bound is GD's delay (eta/4) zeta t times "
+             "the growth rate zeta, up to t* or the run's end" + ms.reach.not_ignited_note(ms.t_pred, "sample"),
         scale=f_range, scale_what="the range of ln f_Eq36 over the run")
-    if ignited.size == 0 and trajectory.judged:  # only the exponential rise: not the drops the figure shows
-        first = int(np.nanargmin(t_pred))
-        trajectory = trajectory.not_judged(run_too_short(
-            t_end, float(t_pred[first]), steps_to_reach(need[first], eta),
-            what=f"the first ignition (sample {first + 1}) is at"))
-    claims.append(trajectory)
-    log_z = np.log(np.maximum(theory_ds["z"].values, np.finfo(float).tiny))
-    budget = ErrorBudget({"Radau rtol x max|ln z|": GLV_RTOL * float(np.max(np.abs(log_z))), "atol": GLV_ATOL}, factor)
-    claims.append(budget.claim(
+    # only the exponential rise: not the drops the figure shows
+    trajectory = ms.reach.trajectory_reached(trajectory, ms.t_pred, "sample")
+    glv_row = glv_error_budget(theory_ds["z"].values, factor).claim(
         "max |z_Eq36 - z_GLV| / z_GLV", 0.0, float(theory_ds["eq36_vs_glv"]), relative=False, checks="ours",
         source="two independent evaluations of the theory agree (Eq. 36 quadrature vs GLV integration)",
-        note="Eq. 36 is evaluated to rounding error; the GLV's error control is on ln z, and the flow is non-expansive in ln z"))
-    return xr.merge([ds, claims_dataset(claims)])
+        note="Eq. 36 is evaluated to rounding error; the GLV's error control is on ln z, and the flow is non-expansive in ln z")
+    return [trajectory, glv_row]
+
+
+def judge(ms: Measured, theory_ds: xr.Dataset, cfg: dict) -> list[Claim]:
+    """The claims (see the module docstring), each tolerance the run's error budget times
+    ``tolerances.safety_factor``; rows the run does not reach are not judged."""
+    factor = float(cfg["tolerances"]["safety_factor"])
+    ignitions = judge_ignitions(ms, factor)
+    return (ignitions + judge_drops(ms, factor) + judge_offsets(ms, ignitions, factor)
+            + judge_trajectories(ms, theory_ds, factor))
+
+
+def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """Measured sample ignitions, total-loss drops and output trajectories beside Eq. 36, the
+    drops' offsets from Eq. 47, with claims whose tolerances come from the run's error budget."""
+    ms = measure(gd_run(run_ds, cfg, KIND), structure, theory_ds, cfg)
+    return xr.merge([fit_dataset(ms, theory_ds, cfg), claims_dataset(judge(ms, theory_ds, cfg))])

@@ -36,7 +36,7 @@ barely change the MSE, so outputs part long before losses do).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -276,84 +276,126 @@ def band_separation_step(run: xr.Dataset, sustain: int = 1) -> float:
     return sustained_start(np.abs(mn - mm) > sm + sn, sustain)
 
 
+@dataclass(frozen=True)
+class Partings:
+    """What the fit measures per architecture (``archs``, in the config's order): the output
+    parting step per seed (NaN: never), the run's steps, and the loss partings of the seed-mean
+    probe MSEs (sustained, first gap, band separation; NaN: never) and their gap at step n_agree."""
+
+    archs: list
+    seeds: np.ndarray
+    parting: np.ndarray  # (arch, seed)
+    steps: np.ndarray
+    sustained: np.ndarray
+    first_gap: np.ndarray
+    bands: np.ndarray
+    gap_at: np.ndarray
+
+
+def measure(run_ds: dict[str, xr.Dataset], cfg: dict) -> Partings:
+    """The partings of every architecture's run, under the config's threshold, sustain_steps and
+    tolerances.min_agree_steps."""
+    archs = list(cfg["architectures"])
+    n_agree, sustain, thr = (int(cfg["tolerances"]["min_agree_steps"]), int(cfg["sustain_steps"]),
+                             float(cfg["threshold"]))
+    parting = np.stack([run_ds[a]["parting_step"].values.astype(float) for a in archs])
+    steps = np.array([run_ds[a].sizes["step"] - 1 for a in archs], float)
+    return Partings(
+        archs=archs, seeds=run_ds[archs[0]]["seed"].values,
+        parting=np.where(parting < 0, np.nan, parting),  # never parted within the run
+        steps=steps,
+        sustained=np.array([loss_parting_step(run_ds[a], thr, sustain) for a in archs]),
+        first_gap=np.array([loss_parting_step(run_ds[a], thr, 1) for a in archs]),
+        bands=np.array([band_separation_step(run_ds[a], sustain) for a in archs]),
+        gap_at=np.array([loss_gap(run_ds[a])[min(n_agree, int(steps[i]))] for i, a in enumerate(archs)]))
+
+
+def judge_arch(ms: Partings, i: int, ign: float, cfg: dict) -> list[Claim]:
+    """The four rows of architecture ``ms.archs[i]`` (``ign``: the NQF's predicted ignition step):
+    the losses agree through step n_agree, then part within the run, the seed bands overlap
+    through n_agree, and the output parting step's scatter over seeds."""
+    a, tol = ms.archs[i], cfg["tolerances"]
+    n_agree, sustain, thr = int(tol["min_agree_steps"]), int(cfg["sustain_steps"]), float(cfg["threshold"])
+    p, steps, sustained, bands = ms.parting[i], ms.steps[i], ms.sustained[i], ms.bands[i]
+    never = np.isnan(p).all()
+    mean, std = (float(np.nanmean(p)), float(np.nanstd(p))) if not never else (math.nan, math.nan)
+    fmt = lambda v: "never" if not np.isfinite(v) else f"step {v:.0f}"  # noqa: E731
+    measured = (f"sustained loss parting (gap > {thr:g} for >= {sustain} steps) {fmt(sustained)}, "
+                f"first gap > {thr:g} {fmt(ms.first_gap[i])}, +-1 std bands separate {fmt(bands)}, "
+                f"gap at step {n_agree} {ms.gap_at[i]:.3f}; outputs part (RMS(f_mod - f_NQF)/RMS(f_mod) > {thr:g}, "
+                f"ours) at " + ("no step" if never else f"step {mean:.1f} +- {std:.1f}")
+                + f"; NQF top-mode ignition predicted at step {ign:.1f}; {p.size} seeds, {steps:.0f} steps")
+    bound = (f"bound: the paper's {n_agree} steps; parting needs the gap above {thr:g} (a separation visible "
+             f"on the figure's log axes) for {sustain} consecutive steps, so one noisy online-SGD step does not count")
+    agree_ok = not np.isfinite(sustained) or sustained >= n_agree
+    agree = Claim(
+        f"{a}: loss curves agree through step {n_agree} (sustained loss parting step >= {n_agree})", n_agree,
+        steps if np.isnan(sustained) else sustained, math.nan, comparison="at_least", checks="paper",
+        source=PAPER_SOURCE, tolerance_source=bound,
+        note=measured if agree_ok else f"MISS under this reading: the seed-mean losses stay more than {thr:g} apart "
+                                       f"from step {sustained:.0f}; " + measured)
+    # the run ends before the NQF's top mode ignites (the module leaves its NQF as the weights grow):
+    # a parting that did not come is then not reached at this length, not a miss
+    short = (run_too_short(steps, ign, math.ceil(ign), what="the NQF's top-mode ignition is predicted at",
+                           key=f"steps.{a}", clock="step")
+             if np.isfinite(ign) and steps < ign else None)
+    part = Claim(
+        f"{a}: then the loss curves part (sustained parting within the {steps:.0f} steps)", steps,
+        sustained, math.nan, comparison="at_most", checks="paper", source=PAPER_SOURCE,
+        tolerance_source="bound: the run's length; parting as defined for the previous row",
+        note=measured if np.isfinite(sustained) else "MISS: the loss curves never part within the run "
+                                                     "(run longer, or see teacher_std); " + measured)
+    band = Claim(
+        f"{a}: +-1 std seed bands overlap through step {n_agree} (band separation step >= {n_agree})", n_agree,
+        steps if np.isnan(bands) else bands, math.nan, comparison="at_least", checks="paper",
+        source=PAPER_SOURCE,
+        tolerance_source=f"bound: the paper's {n_agree} steps; bands separate when |mean_NQF - mean_module| > "
+                         f"std_NQF + std_module over seeds for {sustain} consecutive steps",
+        note=measured)
+    cv = std / mean if not never and mean > 0 else math.nan
+    spread = Claim(
+        f"{a}: output parting step std / mean over seeds <= {tol['parting_cv']:g}", tol["parting_cv"], cv, math.nan,
+        comparison="at_most", checks="ours", source="the outputs part at a reproducible step (this project's measure)",
+        tolerance_source="bound from the config (tolerances.parting_cv); the seed scatter of an ignition time "
+                         "is sqrt(psi'(d/2)) / (r t*) of it (SCIENCE.md 3), a few per cent here",
+        note=measured if not never else "no output parting step to compare across seeds")
+    return [agree, part if part.passed or short is None else replace(part, note=measured).not_judged(short),
+            band, spread if not never or short is None else spread.not_judged(short)]
+
+
+def judge(ms: Partings, theory_ds: xr.Dataset, cfg: dict) -> list[Claim]:
+    """:func:`judge_arch` for every architecture, in order."""
+    return [claim for i, a in enumerate(ms.archs)
+            for claim in judge_arch(ms, i, float(theory_ds["ignition_step"].sel(arch=a)), cfg)]
+
+
+def fit_dataset(ms: Partings, theory_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """The partings per architecture and seed beside the NQF's predicted ignition step."""
+    n_agree, sustain, thr = (int(cfg["tolerances"]["min_agree_steps"]), int(cfg["sustain_steps"]),
+                             float(cfg["threshold"]))
+    stat = lambda fn: _nan_stat(fn, ms.parting)  # noqa: E731
+    long = f"seed-mean probe MSEs differ by more than {thr:g} of the module's"
+    return xr.Dataset(
+        {"parting_step": (("arch", "seed"), ms.parting, {"units": "1", "long_name": f"first step with RMS(f_module - f_NQF) / RMS(f_module) > {thr:g} (NaN: none)"}),
+         "parting_mean": ("arch", stat(np.nanmean), {"units": "1", "long_name": "mean output parting step over seeds (seeds that parted)"}),
+         "parting_std": ("arch", stat(np.nanstd), {"units": "1", "long_name": "std of the output parting step over seeds (seeds that parted)"}),
+         "loss_parting_step": ("arch", ms.sustained, {"units": "1", "long_name": f"first step from which the {long} for {sustain} consecutive steps (NaN: none)"}),
+         "first_loss_gap_step": ("arch", ms.first_gap, {"units": "1", "long_name": f"first step where the {long} (NaN: none)"}),
+         "band_separation_step": ("arch", ms.bands, {"units": "1", "long_name": f"first step from which the +-1 std seed bands of the probe MSEs stop overlapping for {sustain} consecutive steps (NaN: none)"}),
+         "loss_gap_at_min_agree": ("arch", ms.gap_at, {"units": "1", "long_name": f"relative gap of the seed-mean probe MSEs at step {n_agree}"}),
+         "ignition_step": theory_ds["ignition_step"]},
+        coords={"arch": ms.archs, "seed": ms.seeds}, attrs={"experiment_kind": KIND, "sustain_steps": sustain,
+                                                             "threshold": thr, "min_agree_steps": n_agree})
+
+
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
     """Figure 6 judged as the paper compares (loss curves with seed bands), per architecture:
     sustained loss parting, band separation and the paper's claim; the output parting step per
     seed (this project's measure) and the NQF's predicted ignition step beside them."""
     check_runs(run_ds, {a: {"experiment_kind": KIND, "architecture": a, "threshold": cfg["threshold"]}
                           for a in cfg["architectures"]})
-    archs, tol = list(cfg["architectures"]), cfg["tolerances"]
-    n_agree, sustain, thr = int(tol["min_agree_steps"]), int(cfg["sustain_steps"]), float(cfg["threshold"])
-    seeds = run_ds[archs[0]]["seed"].values
-    parting = np.stack([run_ds[a]["parting_step"].values.astype(float) for a in archs])
-    parting = np.where(parting < 0, np.nan, parting)  # never parted within the run
-    steps = np.array([run_ds[a].sizes["step"] - 1 for a in archs], float)
-    sustained = np.array([loss_parting_step(run_ds[a], thr, sustain) for a in archs])
-    first_gap = np.array([loss_parting_step(run_ds[a], thr, 1) for a in archs])
-    bands = np.array([band_separation_step(run_ds[a], sustain) for a in archs])
-    gap_at = np.array([loss_gap(run_ds[a])[min(n_agree, int(steps[i]))] for i, a in enumerate(archs)])
-    claims = []
-    for i, a in enumerate(archs):
-        p = parting[i]
-        ign = float(theory_ds["ignition_step"].sel(arch=a))
-        never = np.isnan(p).all()
-        mean, std = (float(np.nanmean(p)), float(np.nanstd(p))) if not never else (math.nan, math.nan)
-        fmt = lambda v: "never" if not np.isfinite(v) else f"step {v:.0f}"  # noqa: E731
-        measured = (f"sustained loss parting (gap > {thr:g} for >= {sustain} steps) {fmt(sustained[i])}, "
-                    f"first gap > {thr:g} {fmt(first_gap[i])}, +-1 std bands separate {fmt(bands[i])}, "
-                    f"gap at step {n_agree} {gap_at[i]:.3f}; outputs part (RMS(f_mod - f_NQF)/RMS(f_mod) > {thr:g}, "
-                    f"ours) at " + ("no step" if never else f"step {mean:.1f} +- {std:.1f}")
-                    + f"; NQF top-mode ignition predicted at step {ign:.1f}; {p.size} seeds, {steps[i]:.0f} steps")
-        bound = (f"bound: the paper's {n_agree} steps; parting needs the gap above {thr:g} (a separation visible "
-                 f"on the figure's log axes) for {sustain} consecutive steps, so one noisy online-SGD step does not count")
-        agree_ok = not np.isfinite(sustained[i]) or sustained[i] >= n_agree
-        claims.append(Claim(
-            f"{a}: loss curves agree through step {n_agree} (sustained loss parting step >= {n_agree})", n_agree,
-            steps[i] if np.isnan(sustained[i]) else sustained[i], math.nan, comparison="at_least", checks="paper",
-            source=PAPER_SOURCE, tolerance_source=bound,
-            note=measured if agree_ok else f"MISS under this reading: the seed-mean losses stay more than {thr:g} apart "
-                                           f"from step {sustained[i]:.0f}; " + measured))
-        # the run ends before the NQF's top mode ignites (the module leaves its NQF as the weights grow):
-        # a parting that did not come is then not reached at this length, not a miss
-        short = (run_too_short(steps[i], ign, math.ceil(ign), what="the NQF's top-mode ignition is predicted at",
-                               key=f"steps.{a}", clock="step")
-                 if np.isfinite(ign) and steps[i] < ign else None)
-        part = Claim(
-            f"{a}: then the loss curves part (sustained parting within the {steps[i]:.0f} steps)", steps[i],
-            sustained[i], math.nan, comparison="at_most", checks="paper", source=PAPER_SOURCE,
-            tolerance_source=f"bound: the run's length; parting as defined for the previous row",
-            note=measured if np.isfinite(sustained[i]) else "MISS: the loss curves never part within the run "
-                                                            "(run longer, or see teacher_std); " + measured)
-        claims.append(part if part.passed or short is None else replace(part, note=measured).not_judged(short))
-        claims.append(Claim(
-            f"{a}: +-1 std seed bands overlap through step {n_agree} (band separation step >= {n_agree})", n_agree,
-            steps[i] if np.isnan(bands[i]) else bands[i], math.nan, comparison="at_least", checks="paper",
-            source=PAPER_SOURCE,
-            tolerance_source=f"bound: the paper's {n_agree} steps; bands separate when |mean_NQF - mean_module| > "
-                             f"std_NQF + std_module over seeds for {sustain} consecutive steps",
-            note=measured))
-        cv = std / mean if not never and mean > 0 else math.nan
-        spread = Claim(
-            f"{a}: output parting step std / mean over seeds <= {tol['parting_cv']:g}", tol["parting_cv"], cv, math.nan,
-            comparison="at_most", checks="ours", source="the outputs part at a reproducible step (this project's measure)",
-            tolerance_source="bound from the config (tolerances.parting_cv); the seed scatter of an ignition time "
-                             "is sqrt(psi'(d/2)) / (r t*) of it (SCIENCE.md 3), a few per cent here",
-            note=measured if not never else "no output parting step to compare across seeds")
-        claims.append(spread if not never or short is None else spread.not_judged(short))
-    stat = lambda fn: _nan_stat(fn, parting)  # noqa: E731
-    long = f"seed-mean probe MSEs differ by more than {thr:g} of the module's"
-    ds = xr.Dataset(
-        {"parting_step": (("arch", "seed"), parting, {"units": "1", "long_name": f"first step with RMS(f_module - f_NQF) / RMS(f_module) > {thr:g} (NaN: none)"}),
-         "parting_mean": ("arch", stat(np.nanmean), {"units": "1", "long_name": "mean output parting step over seeds (seeds that parted)"}),
-         "parting_std": ("arch", stat(np.nanstd), {"units": "1", "long_name": "std of the output parting step over seeds (seeds that parted)"}),
-         "loss_parting_step": ("arch", sustained, {"units": "1", "long_name": f"first step from which the {long} for {sustain} consecutive steps (NaN: none)"}),
-         "first_loss_gap_step": ("arch", first_gap, {"units": "1", "long_name": f"first step where the {long} (NaN: none)"}),
-         "band_separation_step": ("arch", bands, {"units": "1", "long_name": f"first step from which the +-1 std seed bands of the probe MSEs stop overlapping for {sustain} consecutive steps (NaN: none)"}),
-         "loss_gap_at_min_agree": ("arch", gap_at, {"units": "1", "long_name": f"relative gap of the seed-mean probe MSEs at step {n_agree}"}),
-         "ignition_step": theory_ds["ignition_step"]},
-        coords={"arch": archs, "seed": seeds}, attrs={"experiment_kind": KIND, "sustain_steps": sustain,
-                                                       "threshold": thr, "min_agree_steps": n_agree})
-    return xr.merge([ds, claims_dataset(claims)])
+    ms = measure(run_ds, cfg)
+    return xr.merge([fit_dataset(ms, theory_ds, cfg), claims_dataset(judge(ms, theory_ds, cfg))])
 
 
 def _nan_stat(fn, a: np.ndarray) -> np.ndarray:

@@ -53,11 +53,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from nqf.architectures import higher_order, title, unit_input_dim
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.architectures import title, unit_input_dim
 from nqf.experiments.contract import PaperFigure
 from nqf.experiments.matching import check_runs
-from nqf.theory.spectra import deviation
+from nqf.experiments.nqf_approximation import fitting as fits
+from nqf.experiments.nqf_approximation.fitting import DEPARTS_SOURCE, TRACKS_SOURCE  # noqa: F401 (the claims' sources)
 
 if TYPE_CHECKING:
     from nqf.architectures import UnitModule
@@ -65,9 +65,6 @@ if TYPE_CHECKING:
 KIND = "nqf_approximation"
 # facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
 PAPER_FIGURE = PaperFigure("Fig. 2", "NQF approximation across architectures, optimizers and init scales", order=1)
-TRACKS_SOURCE = "Fig. 2 (Sec. 7): 'The NQF tracks the original almost exactly across every architecture and optimizer'"
-DEPARTS_SOURCE = ("Fig. 2 (Sec. 7): 'At large initialization, the NQF visibly departs from the original, showing "
-                  "that the NQF approximation is only valid in the small-initialization regime'")
 READING_KEYS = ("input_norm", "teacher_scale")  # unstated by the paper (module docstring)
 READING_CHOICES = {"input_norm": ("standard", 1.0), "teacher_scale": ("as_stated", "matched")}
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
@@ -382,96 +379,12 @@ def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
 
 
 def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """D per architecture x optimizer x eps x seed, and the claims of Figure 2: at the smallest
-    eps D within the visibility threshold (the paper's 'tracks almost exactly') and within the
-    module's truncation budget (Theorem 1); at the larger ones the departure bound."""
+    """D per architecture x optimizer x eps x seed, and the claims of Figure 2
+    (nqf.experiments.nqf_approximation.fitting), on run files checked against the config."""
     check_runs(run_ds, {a: {"experiment_kind": KIND, "architecture": a, "eps": cfg["eps"],
                             "singular_values": cfg["singular_values"]} for a in cfg["architectures"]})
-    archs, opts = list(cfg["architectures"]), list(cfg["optimizers"])
-    _check_optimizers(run_ds, archs, opts)
-    scales = np.asarray(cfg["eps"], float)
-    tol = cfg["tolerances"]
-    factor, ratio, thr = float(tol["safety_factor"]), float(tol["departure_ratio"]), float(cfg["threshold"])
-    seeds = run_ds[archs[0]]["seed"].values
-    D = np.full((len(archs), len(opts), scales.size, seeds.size), np.nan)
-    trunc = np.full((len(archs), len(opts), scales.size), np.nan)
-    trunc0 = np.full((len(archs), len(opts), scales.size), np.nan)
-    for i, a in enumerate(archs):
-        s_target = np.asarray(theory_ds["s_target"].sel(arch=a).values, float)
-        for j, o in enumerate(opts):
-            run = run_ds[a].sel(optimizer=o, eps=scales)
-            D[i, j] = deviation(run["s_module"].values, run["s_nqf"].values, s_target[:run.sizes["k"]])
-            trunc[i, j] = run["truncation"].max(dim=("seed", "step")).values
-            trunc0[i, j] = run["truncation"].isel(step=0).max(dim="seed").values
-    D_max = D.max(axis=-1)
-    order = np.argsort(scales)
-    small, large = order[0], order[1:]
-    tolerance = np.full((len(archs), len(opts)), np.nan)
-    claims = []
-    for i, a in enumerate(archs):
-        for j, o in enumerate(opts):
-            run = run_ds[a].sel(optimizer=o)
-            eps = float(np.finfo(run["s_module"].dtype).eps) if run["s_module"].dtype.kind == "f" else 0.0
-            steps = int(run["step"].values.max())
-            budget = ErrorBudget({
-                "NQF truncation O(|W|^2): max over steps and seeds of the module's relative remainder at its weights":
-                    float(trunc[i, j, small]),
-                f"rounding: eps({run['s_module'].dtype}) x steps": eps * steps}, factor)
-            tolerance[i, j] = budget.tolerance
-            d0 = float(D_max[i, j, small])
-            where = (f"{_lr_text(run, scales[small])}; the module's truncation error (its relative O(|W|^2) remainder) "
-                     f"is {trunc0[i, j, small]:.2g} at W0 and at most {trunc[i, j, small]:.2g} over training")
-            adam = "; Adam: no closure, and the loss convention changes only its eps term" if o == "adam" else ""
-            claims.append(Claim(
-                f"D({a} {o} sigma={scales[small]:g}) <= {thr:g}: the NQF tracks the module", thr, d0, math.nan,
-                comparison="at_most", checks="paper", source=TRACKS_SOURCE,
-                tolerance_source=(f"bound: 'tracks almost exactly' read as a deviation of the recovered spectrum below "
-                                  f"{thr:g} of s_k (threshold: visible on the figure's axes); Theorem 1's budget is "
-                                  f"the next row"),
-                note=(f"max over t, k and seeds of |s_k,module - s_k,NQF| / s_k; {where}" + adam if d0 <= thr else
-                      f"MISS: D = {d0:.3g}; the learned state is outside the quadratic regime: {where} "
-                      f"({higher_order(a)})")))
-            claims.append(budget.claim(
-                f"D({a} {o} sigma={scales[small]:g}) within the module's truncation budget", 0.0, d0, relative=False,
-                checks="theorem", source="Theorem 1: the NQF's error is the module's O(|W|^2) remainder at its weights",
-                note=(f"{where}" + adam if d0 <= budget.tolerance else
-                      f"MISS: the module leaves its NQF by more than its truncation error explains ({higher_order(a)}); "
-                      f"{where}")))
-            for l in large:
-                dl = float(D_max[i, j, l])
-                ok = dl >= ratio * d0
-                cause = (f"at sigma={scales[l]:g} the module's truncation error is {trunc0[i, j, l]:.2g} at W0 and at most "
-                         f"{trunc[i, j, l]:.2g} over training (at sigma={scales[small]:g}: {trunc0[i, j, small]:.2g} and "
-                         f"{trunc[i, j, small]:.2g}); {_lr_text(run, scales[l])}")
-                claims.append(Claim(
-                    f"D({a} {o} sigma={scales[l]:g}) >= {ratio:g} D(sigma={scales[small]:g})",
-                    ratio * d0, dl, math.nan, comparison="at_least", checks="paper", source=DEPARTS_SOURCE,
-                    tolerance_source=(f"bound: 'visibly departs' read as at least departure_ratio ({ratio:g}) times the "
-                                      f"sigma={scales[small]:g} D of the same architecture and optimizer (two deviations "
-                                      f"measured on the same grid and seeds), so no error budget enters"),
-                    note=(f"ratio {dl / max(d0, 1e-300):.3g}; departure at large init ({higher_order(a)}); {cause}" if ok else
-                          f"MISS: ratio {dl / max(d0, 1e-300):.3g}; {_miss_reason(trunc0[i, j], trunc[i, j], small, l, thr)}; "
-                          f"{cause}")))
-    ds = xr.Dataset(
-        {"D": (("arch", "optimizer", "eps", "seed"), D, {"units": "1", "long_name": "max over t and k of |s_k,module - s_k,NQF| / s_k"}),
-         "D_max": (("arch", "optimizer", "eps"), D_max, {"units": "1", "long_name": "D, worst seed"}),
-         "truncation_max": (("arch", "optimizer", "eps"), trunc, {
-             "units": "1", "long_name": "max over steps and seeds of the module's relative O(|W|^2) truncation error"}),
-         "truncation_init": (("arch", "optimizer", "eps"), trunc0, {
-             "units": "1", "long_name": "the module's relative O(|W|^2) truncation error at W0 (max over seeds)"}),
-         "small_init_tolerance": (("arch", "optimizer"), tolerance, {
-             "units": "1", "long_name": "error budget of D at the smallest eps, times the safety factor"})},
-        coords={"arch": archs, "optimizer": opts, "eps": scales, "seed": seeds},
-        attrs={"experiment_kind": KIND, "threshold": thr})
-    return xr.merge([ds, claims_dataset(claims)])
-
-
-def _lr_text(run: xr.Dataset, sigma: float) -> str:
-    """'lr 0.02' of one optimizer's runs at init scale ``sigma`` (the largest over seeds; 'capped'
-    where a seed's step was capped at half GD's stability bound)."""
-    lr = np.asarray(run["lr"].sel(eps=sigma).values, float)
-    capped = lr.min() < lr.max() * (1 - 1e-9) or float(run["lr"].max()) > lr.max() * (1 + 1e-9)
-    return f"lr {lr.max():.3g}" + (" (capped at half GD's stability bound at W0)" if capped else "")
+    _check_optimizers(run_ds, list(cfg["architectures"]), list(cfg["optimizers"]))
+    return fits.fit(structure_ds, theory_ds, run_ds, cfg)
 
 
 def _check_optimizers(run_ds: dict, archs: list, opts: list) -> None:
@@ -485,16 +398,3 @@ def _check_optimizers(run_ds: dict, archs: list, opts: list) -> None:
             raise ResultFileError(f"Run {a!r} holds the optimizers {have}, but the config asks for {opts}: it is not "
                                   f"the run of this experiment's config (rule 'train', run {a!r}).", path,
                                   unusable=path is not None)
-
-
-def _miss_reason(trunc0: np.ndarray, trunc: np.ndarray, small: int, large: int, threshold: float) -> str:
-    """Why a large init did not take the module further from its NQF than learning did: the
-    measured truncation errors at the two scales."""
-    if trunc[small] > threshold:
-        return (f"the learned state is outside the quadratic regime at both scales (largest truncation error "
-                f"{trunc[small]:.2g} and {trunc[large]:.2g}), so learning, not the init, sets D at both")
-    if trunc[large] <= 2 * trunc[small]:
-        return (f"the larger init leaves the module in its quadratic regime: its largest truncation error "
-                f"({trunc[large]:.2g}) is within twice the small init's ({trunc[small]:.2g})")
-    return (f"the module leaves its quadratic regime at the larger init (truncation {trunc[large]:.2g} against "
-            f"{trunc[small]:.2g}), yet the recovered spectra of module and NQF stay closer than the departure ratio")

@@ -36,6 +36,8 @@ that before any job starts.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import xarray as xr
 from scipy.integrate import solve_ivp
@@ -312,9 +314,21 @@ def plateau_offset(sc, r: np.ndarray, C: np.ndarray, tau: float, eps: float) -> 
     return float(np.sum(np.abs(g[out]) * eps ** np.abs(x[out])) / 4)
 
 
-def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    check_runs(run_ds, {run_id(e): {"experiment_kind": KIND, "eps": float(e)} for e in cfg["eps"]})
-    factor = float(cfg["tolerances"]["safety_factor"])
+@dataclass(frozen=True)
+class Ignitions:
+    """Per eps (``eps_list``, the config's order) and mode: GD's ignition time (on each run) and
+    the GLV's, GD's modified-flow shift, and the staircase gap |t*_GLV / ln(1/eps) - tau*_k|."""
+
+    eps_list: list
+    tau_star: np.ndarray  # the staircase's ignition taus
+    t_gd: np.ndarray
+    t_glv: np.ndarray
+    gd_shift: np.ndarray
+    gap: np.ndarray
+
+
+def measure_ignitions(theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> Ignitions:
+    """GD's ignition times (z_k reaches half its ignition level) beside the GLV's and the staircase's."""
     eps_list = [float(e) for e in cfg["eps"]]
     level = theory_ds["ignition_level"].values
     tau_star = theory_ds["tau_star"].values
@@ -325,63 +339,92 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         gd_shift = np.abs(theory_ds["t_star_gd_flow"].values - t_glv) / t_glv
     logs = np.log(1 / np.array(eps_list))
     gap = np.abs(t_glv / logs[:, None] - tau_star[None, :])
-    ds = xr.Dataset(
-        {"t_star_measured": (("eps", "mode"), t_gd, {"units": "1", "long_name": "GD ignition time"}),
-         "t_star_predicted": (("eps", "mode"), t_glv, {"units": "1", "long_name": "GLV ignition time"}),
-         "t_star_gd_shift": (("eps", "mode"), gd_shift, {"units": "1", "long_name": "GD's first-order shift: |t*_modified - t*_GLV| / t*_GLV"}),
-         "tau_star_staircase": ("mode", tau_star, {"units": "1", "long_name": "staircase ignition time"}),
-         "staircase_gap": (("eps", "mode"), gap, {"units": "1", "long_name": "|t*_GLV / ln(1/eps) - tau*_staircase|"})},
-        coords={"eps": eps_list, "mode": theory_ds["mode"].values},
-        attrs={"experiment_kind": KIND, "lr": float(run_ds[run_id(eps_list[0])].attrs["lr"]),
-               "flow_lr": float(theory_ds.attrs.get("flow_lr", np.nan))},
-    )
-    claims = []
-    r, C = theory_ds["r"].values, theory_ds["C"].values
-    loss0 = float(theory_ds.attrs["loss0"])
-    sc = staircase(r, C, -1.0, loss0=loss0)
-    fraction = float(cfg["tolerances"]["suppressed_fraction"])
-    # What the runs reach: each run ends at its own tau (ceil(tau_max ln(1/eps) / eta) steps), and
-    # each event needs the tau of needed_taus (a row beyond the run is not judged, not missed).
-    tau_end = min(float(run_ds[run_id(e)]["tau"].values[-1]) for e in eps_list)
-    _, _, needed = needed_taus(sc, eps_list, fraction)
-    tau_needed = float(np.max(needed)) if needed.size else tau_end
+    return Ignitions(eps_list, tau_star, t_gd, t_glv, gd_shift, gap)
 
-    def too_short(tau_pred: float, what: str = "the staircase puts it at") -> str:
-        return run_too_short(tau_end, tau_pred, tau_max_to_reach(max(tau_needed, tau_pred)), what=what,
+
+@dataclass(frozen=True)
+class Reach:
+    """What the runs reach, in tau = t / ln(1/eps): the end of the shortest (each run ends at its
+    own tau, ceil(tau_max ln(1/eps) / eta) steps), and the tau the last event needs (needed_taus)."""
+
+    tau_end: float
+    tau_needed: float
+
+    def too_short(self, tau_pred: float, what: str = "the staircase puts it at") -> str:
+        return run_too_short(self.tau_end, tau_pred, tau_max_to_reach(max(self.tau_needed, tau_pred)), what=what,
                              key="tau_max", clock="tau")
 
-    ignites = np.flatnonzero(np.isfinite(tau_star))
-    for i, eps in enumerate(eps_list):
+
+def measure_reach(sc, run_ds: dict[str, xr.Dataset], eps_list: list[float], fraction: float) -> Reach:
+    """:class:`Reach` of the runs, for the staircase ``sc`` and ``tolerances.suppressed_fraction``."""
+    tau_end = min(float(run_ds[run_id(e)]["tau"].values[-1]) for e in eps_list)
+    _, _, needed = needed_taus(sc, eps_list, fraction)
+    return Reach(tau_end, float(np.max(needed)) if needed.size else tau_end)
+
+
+def fit_dataset(ign: Ignitions, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset]) -> xr.Dataset:
+    """The measured and predicted ignitions of the fit file (FIT_VARIABLES)."""
+    return xr.Dataset(
+        {"t_star_measured": (("eps", "mode"), ign.t_gd, {"units": "1", "long_name": "GD ignition time"}),
+         "t_star_predicted": (("eps", "mode"), ign.t_glv, {"units": "1", "long_name": "GLV ignition time"}),
+         "t_star_gd_shift": (("eps", "mode"), ign.gd_shift, {"units": "1", "long_name": "GD's first-order shift: |t*_modified - t*_GLV| / t*_GLV"}),
+         "tau_star_staircase": ("mode", ign.tau_star, {"units": "1", "long_name": "staircase ignition time"}),
+         "staircase_gap": (("eps", "mode"), ign.gap, {"units": "1", "long_name": "|t*_GLV / ln(1/eps) - tau*_staircase|"})},
+        coords={"eps": ign.eps_list, "mode": theory_ds["mode"].values},
+        attrs={"experiment_kind": KIND, "lr": float(run_ds[run_id(ign.eps_list[0])].attrs["lr"]),
+               "flow_lr": float(theory_ds.attrs.get("flow_lr", np.nan))},
+    )
+
+
+def judge_ignitions(ign: Ignitions, reach: Reach, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset],
+                    factor: float) -> list[Claim]:
+    """Per eps and igniting mode, GD's ignition time against the GLV's within the modified-flow shift."""
+    claims = []
+    for i, eps in enumerate(ign.eps_list):
         run_end = float(run_ds[run_id(eps)]["time"].values[-1])
-        for k in ignites:
-            budget = ErrorBudget({"GD O(lr): modified-flow shift": gd_shift[i, k]}, factor)
+        for k in np.flatnonzero(np.isfinite(ign.tau_star)):
+            budget = ErrorBudget({"GD O(lr): modified-flow shift": ign.gd_shift[i, k]}, factor)
             claim = budget.claim(
-                f"eps {eps:.0e}: GD ignition time of mode {k + 1}", float(t_glv[i, k]), float(t_gd[i, k]),
+                f"eps {eps:.0e}: GD ignition time of mode {k + 1}", float(ign.t_glv[i, k]), float(ign.t_gd[i, k]),
                 checks="theorem", source=SOURCE_GLV,
                 note=f"GD vs coupled GLV integration; GD's modified flow ignites at {theory_ds['t_star_gd_flow'].values[i, k]:.6g}")
             # the GLV's crossing is on the run's own grid: NaN when the run stops before it
-            latest = t_glv[i, k] * (1 + claim.tolerance) if np.isfinite(claim.tolerance) else t_glv[i, k]
+            latest = ign.t_glv[i, k] * (1 + claim.tolerance) if np.isfinite(claim.tolerance) else ign.t_glv[i, k]
             if not reached(run_end, latest, claim.measured):
-                claim = claim.not_judged(too_short(float(tau_star[k])))
+                claim = claim.not_judged(reach.too_short(float(ign.tau_star[k])))
             claims.append(claim)
-    order = np.argsort(eps_list)[::-1]  # from large to small eps
-    for k in ignites:
-        g = gap[order, k]
+    return claims
+
+
+def judge_gaps(ign: Ignitions, reach: Reach) -> list[Claim]:
+    """Per igniting mode, the bound: the staircase gap shrinks as eps falls."""
+    claims = []
+    order = np.argsort(ign.eps_list)[::-1]  # from large to small eps
+    for k in np.flatnonzero(np.isfinite(ign.tau_star)):
+        g = ign.gap[order, k]
         ratio = float(np.max(g[1:] / g[:-1])) if g.size > 1 else np.nan
         claim = Claim(f"mode {k + 1}: staircase gap shrinks as eps falls (max ratio of consecutive gaps)",
                       1.0, ratio, np.nan, comparison="at_most", checks="ours", source=SOURCE_STAIRCASE,
                       tolerance_source="bound: the staircase is the eps -> 0 limit, so |t*_GLV / ln(1/eps) - "
                                        "tau*| must fall with eps (it is O(1/ln(1/eps))); no tolerance",
-                      note=f"gap {g[0]:.3g} at eps {eps_list[order[0]]:.0e} -> {g[-1]:.3g} at {eps_list[order[-1]]:.0e}; O(1/ln(1/eps))")
+                      note=f"gap {g[0]:.3g} at eps {ign.eps_list[order[0]]:.0e} -> {g[-1]:.3g} at "
+                           f"{ign.eps_list[order[-1]]:.0e}; O(1/ln(1/eps))")
         if g.size > 1 and not np.all(np.isfinite(g)):  # the GLV did not ignite within some run
-            claim = claim.not_judged(too_short(float(tau_star[k])))
+            claim = claim.not_judged(reach.too_short(float(ign.tau_star[k])))
         claims.append(claim)
-    smallest = int(order[-1])
-    eps_min = eps_list[smallest]
+    return claims
+
+
+def judge_plateaus(sc, reach: Reach, structure: xr.Dataset, theory_ds: xr.Dataset, eps_min: float,
+                   smallest: int, factor: float) -> list[Claim]:
+    """Per plateau, the staircase's loss against the GLV loss at its flattest point at the
+    smallest eps (theory row ``smallest``), within the finite-eps offset and float64 rounding."""
+    r, C, loss0 = theory_ds["r"].values, theory_ds["C"].values, float(theory_ds.attrs["loss0"])
     tau_run = theory_ds["tau"].values[smallest]
     loss_run = theory_ds["loss"].values[smallest]
     starts, ends = theory_ds["plateau_tau_start"].values, theory_ds["plateau_tau_end"].values
     rounding = np.finfo(float).eps * structure.sizes["sample"] * loss0
+    claims = []
     for j, value in enumerate(theory_ds["plateau_loss"].values):
         tau_f, flat = _plateau_flattest(tau_run, loss_run, starts[j], ends[j])
         budget = ErrorBudget({"finite eps: sum_k |g_k| eps^|x_k| / 4": plateau_offset(sc, r, C, tau_f, eps_min),
@@ -391,18 +434,43 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             checks="ours", source=SOURCE_STAIRCASE,
             note=f"GLV loss at the flattest point of the plateau, tau = {tau_f:.3g}")
         if not np.isfinite(flat) and ends[j] > np.nanmax(tau_run):  # the run stops before the plateau shows
-            claim = claim.not_judged(too_short(float(starts[j]), what="the plateau begins at"))
+            claim = claim.not_judged(reach.too_short(float(starts[j]), what="the plateau begins at"))
         claims.append(claim)
+    return claims
+
+
+def judge_suppressions(ign: Ignitions, reach: Reach, theory_ds: xr.Dataset, run: xr.Dataset, eps_min: float,
+                       fraction: float) -> list[Claim]:
+    """Per mode the staircase suppresses, the bound: GD's final z at the smallest eps (``run``)
+    is below ``fraction`` of its peak."""
+    claims = []
     for k in np.flatnonzero(np.isfinite(theory_ds["tau_suppressed"].values)):
-        z = run_ds[run_id(eps_min)]["z"].values[0, :, k]
+        z = run["z"].values[0, :, k]
         tau_s = float(theory_ds["tau_suppressed"].values[k])
         claim = Claim(f"mode {k + 1} suppressed: final z / peak z in GD at eps {eps_min:.0e}",
                       fraction, float(z[-1] / np.max(z)), np.nan,
                       comparison="at_most", checks="ours", source=SOURCE_STAIRCASE,
                       tolerance_source="bound: the staircase sends a suppressed mode to z = 0 (x_k falls at "
                                        "rate g_k < 0); tolerances.suppressed_fraction is the threshold",
-                      note=f"staircase: ignites at tau {tau_star[k]:.3f}, suppressed at tau {tau_s:.3f}")
-        if not claim.passed and tau_end < tau_needed:  # the run ends before the mode has had time to fall
-            claim = claim.not_judged(too_short(tau_s, what="the suppression begins at"))
+                      note=f"staircase: ignites at tau {ign.tau_star[k]:.3f}, suppressed at tau {tau_s:.3f}")
+        if not claim.passed and reach.tau_end < reach.tau_needed:  # the run ends before the mode has had time to fall
+            claim = claim.not_judged(reach.too_short(tau_s, what="the suppression begins at"))
         claims.append(claim)
-    return xr.merge([ds, claims_dataset(claims)])
+    return claims
+
+
+def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """GD's ignitions beside the GLV's and the staircase's, with the claims (see the module
+    docstring): measured by :func:`measure_ignitions` and :func:`measure_reach`, judged by the
+    judge_* functions."""
+    check_runs(run_ds, {run_id(e): {"experiment_kind": KIND, "eps": float(e)} for e in cfg["eps"]})
+    factor, fraction = float(cfg["tolerances"]["safety_factor"]), float(cfg["tolerances"]["suppressed_fraction"])
+    ign = measure_ignitions(theory_ds, run_ds, cfg)
+    sc = staircase(theory_ds["r"].values, theory_ds["C"].values, -1.0, loss0=float(theory_ds.attrs["loss0"]))
+    reach = measure_reach(sc, run_ds, ign.eps_list, fraction)
+    smallest = int(np.argsort(ign.eps_list)[::-1][-1])
+    eps_min = ign.eps_list[smallest]
+    claims = (judge_ignitions(ign, reach, theory_ds, run_ds, factor) + judge_gaps(ign, reach)
+              + judge_plateaus(sc, reach, structure, theory_ds, eps_min, smallest, factor)
+              + judge_suppressions(ign, reach, theory_ds, run_ds[run_id(eps_min)], eps_min, fraction))
+    return xr.merge([fit_dataset(ign, theory_ds, run_ds), claims_dataset(claims)])

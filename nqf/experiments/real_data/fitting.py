@@ -162,82 +162,116 @@ def _why(j: Judgement, what: str, end: float) -> str:
     return f"{what} part after step {j.horizon:.0f}, before the NQF has learned (step {j.learned:.0f})"
 
 
-def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """Figure 7 judged as the paper compares (module docstring): per architecture the agreement
-    horizon against the NQF's learned step (the paper's claim), against its floor step (ours),
-    and the floor bound; per screened reading the same judgement of the screen."""
-    archs = list(cfg["architectures"])
-    tol = cfg["tolerances"]
-    factor, thr, frac = float(tol["safety_factor"]), float(cfg["threshold"]), float(cfg["floor_fraction"])
-    seeds = run_ds[archs[0]]["seed"].values
-    finals = ("loss_module", "loss_nqf", "test_accuracy_module", "test_accuracy_nqf")
-    vals = {k: np.full((len(archs), seeds.size), np.nan) for k in finals}
-    names = ("horizon", "learned_step", "floor_step", "max_loss_gap", "max_accuracy_gap", "loss_part_step",
-             "accuracy_part_step", "accuracy_tolerance", "accuracy_at_horizon", "share_at_horizon", "min_nqf_loss")
-    per = {k: np.full(len(archs), np.nan) for k in names}
-    claims = []
+FINALS = ("loss_module", "loss_nqf", "test_accuracy_module", "test_accuracy_nqf")
+PER_ARCH = ("horizon", "learned_step", "floor_step", "max_loss_gap", "max_accuracy_gap", "loss_part_step",
+            "accuracy_part_step", "accuracy_tolerance", "accuracy_at_horizon", "share_at_horizon", "min_nqf_loss")
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+@dataclass
+class PairMeasurement:
+    """One architecture's pair measured: the final values per seed (``finals``, :data:`FINALS`),
+    the :class:`Judgement` of its seed-mean curves, the numbers of :data:`PER_ARCH` (``per``),
+    and what the claims' notes state (the NQF's loss floor and least-squares test accuracy, the
+    run's end, train images, optimizer and dtype, the NQF's number of features)."""
+
+    finals: dict
+    judgement: Judgement
+    per: dict
+    floor: float
+    ls_accuracy: float
+    end: int
+    n_train: int
+    n_features: int
+    optimizer: str
+    dtype: str
+
+
+def measure_pair(run: xr.Dataset, theory_ds: xr.Dataset, arch: str, cfg: dict) -> PairMeasurement:
+    """:class:`PairMeasurement` of architecture ``arch``'s run against its least-squares NQF."""
+    factor, thr, frac = float(cfg["tolerances"]["safety_factor"]), float(cfg["threshold"]), float(cfg["floor_fraction"])
+    last = run.isel(step=-1)
+    finals = {k: last[k].values for k in FINALS}
+    steps = run["step"].values
+    mean = {k: run[k].values.mean(0) for k in FINALS}
+    floor = float(theory_ds["loss_floor"].sel(arch=arch))
+    ls_acc = float(theory_ds["ls_test_accuracy"].sel(arch=arch))
+    n_test = int(run.attrs.get("n_test", 0)) or int(cfg["n_test"])
+    budget = accuracy_budget(ls_acc, n_test, factor)
+    j = judge(steps, mean["loss_module"], mean["loss_nqf"], mean["test_accuracy_module"], mean["test_accuracy_nqf"],
+              floor=floor, ls_accuracy=ls_acc, threshold=thr, accuracy_tolerance=budget.tolerance)
+    per = {"horizon": j.horizon, "learned_step": j.learned, "floor_step": floor_step(run, floor, frac),
+           "max_loss_gap": j.max_loss_gap, "max_accuracy_gap": j.max_accuracy_gap, "loss_part_step": j.loss_part,
+           "accuracy_part_step": j.accuracy_part, "accuracy_tolerance": budget.tolerance,
+           "accuracy_at_horizon": j.accuracy_at_horizon, "share_at_horizon": j.share_at_horizon,
+           "min_nqf_loss": float(run["loss_nqf"].values.min())}
+    features = int(theory_ds["n_features"].sel(arch=arch)) if "n_features" in theory_ds else 0
+    return PairMeasurement(finals, j, per, floor, ls_acc, int(steps[-1]), int(run.attrs.get("n_train", 0)), features,
+                           run.attrs["optimizer"], run.attrs.get("dtype", "float"))
+
+
+# -- judging -------------------------------------------------------------------------------------
+
+
+def pair_claims(arch: str, m: PairMeasurement, seeds: int, cfg: dict) -> list[Claim]:
+    """One architecture's rows: the paper's (agreement horizon against the learned step), ours
+    (against the floor step) and the floor bound of the NQF's train loss."""
+    a, j, end, floor, fs = arch, m.judgement, m.end, m.floor, m.per["floor_step"]
+    factor, thr, frac = float(cfg["tolerances"]["safety_factor"]), float(cfg["threshold"]), float(cfg["floor_fraction"])
     gap_source = (f"loss: relative gap of the seed means <= threshold {thr:g} (a separation visible on the figure's "
                   f"log axes, as for Fig. 6); accuracy: binomial s.e. on the test set x safety_factor {factor:g}")
-    for i, a in enumerate(archs):
-        run = run_ds[a]
-        last = run.isel(step=-1)
-        for k in finals:
-            vals[k][i] = last[k].values
-        steps = run["step"].values
-        mean = {k: run[k].values.mean(0) for k in finals}
-        floor = float(theory_ds["loss_floor"].sel(arch=a))
-        ls_acc = float(theory_ds["ls_test_accuracy"].sel(arch=a))
-        n_test = int(run.attrs.get("n_test", 0)) or int(cfg["n_test"])
-        budget = accuracy_budget(ls_acc, n_test, factor)
-        j = judge(steps, mean["loss_module"], mean["loss_nqf"], mean["test_accuracy_module"], mean["test_accuracy_nqf"],
-                  floor=floor, ls_accuracy=ls_acc, threshold=thr, accuracy_tolerance=budget.tolerance)
-        fs = floor_step(run, floor, frac)
-        for key, value in (("horizon", j.horizon), ("learned_step", j.learned), ("floor_step", fs),
-                           ("max_loss_gap", j.max_loss_gap), ("max_accuracy_gap", j.max_accuracy_gap),
-                           ("loss_part_step", j.loss_part), ("accuracy_part_step", j.accuracy_part),
-                           ("accuracy_tolerance", budget.tolerance), ("accuracy_at_horizon", j.accuracy_at_horizon),
-                           ("share_at_horizon", j.share_at_horizon),
-                           ("min_nqf_loss", float(run["loss_nqf"].values.min()))):
-            per[key][i] = value
-        end = int(steps[-1])
-        n_train = int(run.attrs.get("n_train", 0))
-        features = int(theory_ds["n_features"].sel(arch=a)) if "n_features" in theory_ds else 0
-        regime = (f" (not the paper's regime: no more images than the NQF's {features} features, so it "
-                  f"interpolates)" if features and n_train and n_train <= features else "")
-        note = (f"{seeds.size} seeds, {end} {run.attrs['optimizer']} steps, {n_train or '?'} train images"
-                f"{regime}; " + j.describe(ls_acc, end) + f"; NQF loss floor {floor:.4g} (least squares); final train "
-                f"loss module {vals['loss_module'][i].mean():.4g}, NQF {vals['loss_nqf'][i].mean():.4g}; final test "
-                f"accuracy module {vals['test_accuracy_module'][i].mean():.3f}, NQF "
-                f"{vals['test_accuracy_nqf'][i].mean():.3f}")
-        why = _why(j, "module and NQF", end)
-        if np.isfinite(j.horizon) and j.horizon < end and not j.nothing_to_learn:
-            why += f" (the module leaves its NQF: {higher_order(a)})"
-        claims.append(_paper_claim(a, j, note, why, gap_source, end=end))
-        fmt = "never" if not np.isfinite(fs) else f"step {fs:.0f}"
-        horizon_text = ('before the first record' if not np.isfinite(j.horizon) else f'at step {j.horizon:.0f}')
-        floor_claim = Claim(
-            f"{a}: agreement horizon >= the step the NQF reaches {1 - frac:.0%} of its way to its loss floor (ours, "
-            f"stricter)", fs, j.horizon, math.nan, comparison="at_least", checks="ours",
-            source="this project's stricter measure: indistinguishable until the NQF has nearly reached its floor",
-            tolerance_source=f"bound: the floor step ({fmt}); gaps as for the paper's row",
-            note=(f"floor step {fmt}; " + note) if np.isfinite(fs) and np.isfinite(j.horizon) and j.horizon >= fs else
-            (f"MISS (ours): the NQF reaches {1 - frac:.0%} of its way to the floor at {fmt}, the horizon ends "
-             f"{horizon_text}: " + note) if np.isfinite(fs) else
-            (f"MISS (ours): the horizon ends {horizon_text}, before the NQF reaches {1 - frac:.0%} of its way to the "
-             f"floor (after the run's end at step {end}): " + note))
-        if not np.isfinite(fs) and np.isfinite(j.horizon) and j.horizon >= end:
-            # the pair agrees through the whole run, which stops before the NQF nears its floor: the
-            # floor step is not reached, so the row is not judged at this length (neither pass nor miss)
-            floor_claim = replace(floor_claim, note=note).not_judged(
-                f"{NOT_REACHED} (the run ends at step {end} before the NQF reaches {1 - frac:.0%} of its way to "
-                f"its loss floor; no closed form predicts that step: raise steps.{a})")
-        claims.append(floor_claim)
-        claims.append(Claim(
-            f"{a}: the NQF's train loss stays at or above its least-squares floor", floor * (1 - 1e-5),
-            per["min_nqf_loss"][i], math.nan, comparison="at_least", checks="ours",
-            source="the NQF is linear in its effective matrix E(W), so least squares bounds its loss",
-            tolerance_source=f"bound: the floor, less 1e-5 relative for {run.attrs.get('dtype', 'float')} rounding",
-            note=note))
+    n_train, features = m.n_train, m.n_features
+    regime = (f" (not the paper's regime: no more images than the NQF's {features} features, so it "
+              f"interpolates)" if features and n_train and n_train <= features else "")
+    note = (f"{seeds} seeds, {end} {m.optimizer} steps, {n_train or '?'} train images"
+            f"{regime}; " + j.describe(m.ls_accuracy, end) + f"; NQF loss floor {floor:.4g} (least squares); final train "
+            f"loss module {m.finals['loss_module'].mean():.4g}, NQF {m.finals['loss_nqf'].mean():.4g}; final test "
+            f"accuracy module {m.finals['test_accuracy_module'].mean():.3f}, NQF "
+            f"{m.finals['test_accuracy_nqf'].mean():.3f}")
+    why = _why(j, "module and NQF", end)
+    if np.isfinite(j.horizon) and j.horizon < end and not j.nothing_to_learn:
+        why += f" (the module leaves its NQF: {higher_order(a)})"
+    claims = [_paper_claim(a, j, note, why, gap_source, end=end)]
+    fmt = "never" if not np.isfinite(fs) else f"step {fs:.0f}"
+    horizon_text = ('before the first record' if not np.isfinite(j.horizon) else f'at step {j.horizon:.0f}')
+    floor_claim = Claim(
+        f"{a}: agreement horizon >= the step the NQF reaches {1 - frac:.0%} of its way to its loss floor (ours, "
+        f"stricter)", fs, j.horizon, math.nan, comparison="at_least", checks="ours",
+        source="this project's stricter measure: indistinguishable until the NQF has nearly reached its floor",
+        tolerance_source=f"bound: the floor step ({fmt}); gaps as for the paper's row",
+        note=(f"floor step {fmt}; " + note) if np.isfinite(fs) and np.isfinite(j.horizon) and j.horizon >= fs else
+        (f"MISS (ours): the NQF reaches {1 - frac:.0%} of its way to the floor at {fmt}, the horizon ends "
+         f"{horizon_text}: " + note) if np.isfinite(fs) else
+        (f"MISS (ours): the horizon ends {horizon_text}, before the NQF reaches {1 - frac:.0%} of its way to the "
+         f"floor (after the run's end at step {end}): " + note))
+    if not np.isfinite(fs) and np.isfinite(j.horizon) and j.horizon >= end:
+        # the pair agrees through the whole run, which stops before the NQF nears its floor: the
+        # floor step is not reached, so the row is not judged at this length (neither pass nor miss)
+        floor_claim = replace(floor_claim, note=note).not_judged(
+            f"{NOT_REACHED} (the run ends at step {end} before the NQF reaches {1 - frac:.0%} of its way to "
+            f"its loss floor; no closed form predicts that step: raise steps.{a})")
+    claims.append(floor_claim)
+    claims.append(Claim(
+        f"{a}: the NQF's train loss stays at or above its least-squares floor", floor * (1 - 1e-5),
+        m.per["min_nqf_loss"], math.nan, comparison="at_least", checks="ours",
+        source="the NQF is linear in its effective matrix E(W), so least squares bounds its loss",
+        tolerance_source=f"bound: the floor, less 1e-5 relative for {m.dtype} rounding",
+        note=note))
+    return claims
+
+
+def pairs_dataset(archs: list, seeds: np.ndarray, measured: list[PairMeasurement], cfg: dict) -> xr.Dataset:
+    """The final values per architecture and seed and the numbers of :data:`PER_ARCH` per architecture."""
+    thr, frac = float(cfg["threshold"]), float(cfg["floor_fraction"])
+    vals = {k: np.full((len(archs), seeds.size), np.nan) for k in FINALS}
+    per = {k: np.full(len(archs), np.nan) for k in PER_ARCH}
+    for i, m in enumerate(measured):
+        for k in FINALS:
+            vals[k][i] = m.finals[k]
+        for k in PER_ARCH:
+            per[k][i] = m.per[k]
     ds = xr.Dataset(
         {k: (("arch", "seed"), v, {"units": "1", "long_name": f"final {k.replace('_', ' ')}"}) for k, v in vals.items()},
         coords={"arch": archs, "seed": seeds}, attrs={"experiment_kind": KIND, "threshold": thr, "floor_fraction": frac})
@@ -254,6 +288,21 @@ def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Da
             "min_nqf_loss": "lowest NQF train loss over steps and seeds"}
     for k, ln_ in long.items():
         ds[k] = ("arch", per[k], {"units": "1", "long_name": ln_})
+    return ds
+
+
+# -- the fit -------------------------------------------------------------------------------------
+
+
+def fit(structure_ds: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """Figure 7 judged as the paper compares (module docstring): per architecture the agreement
+    horizon against the NQF's learned step (the paper's claim), against its floor step (ours),
+    and the floor bound; per screened reading the same judgement of the screen."""
+    archs = list(cfg["architectures"])
+    seeds = run_ds[archs[0]]["seed"].values
+    measured = [measure_pair(run_ds[a], theory_ds, a, cfg) for a in archs]
+    claims = [c for a, m in zip(archs, measured) for c in pair_claims(a, m, seeds.size, cfg)]
+    ds = pairs_dataset(archs, seeds, measured, cfg)
     screen = run_ds.get("screen")
     if screen is not None:
         sds, screen_claims = judge_screen(screen, cfg)

@@ -42,6 +42,7 @@ initial amplitude (c_k = 1) needs before any job starts (:func:`needed_taus`).
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
@@ -265,17 +266,47 @@ def _partner_modes(run: xr.Dataset, r_ref: np.ndarray) -> np.ndarray | None:
     return np.array([int(np.argmin(np.abs(r + rk))) for rk in r_ref])
 
 
-def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """Ignition times per architecture, eps and seed beside Theorem 8 and the eps -> 0 limit,
-    with the error budget of each comparison (see the module docstring).
+@dataclass(frozen=True)
+class Ignitions:
+    """Per (architecture, eps, seed, mode) (eps from large to small): GD's ignition time and
+    Theorem 8's with each seed's own c_k = z_k(0) / eps, both / ln(1/eps), and the budget terms
+    of their comparison (GD's delay; the rectangular model's partner modes' advance); the tau each
+    run ends at (architecture, eps) and each event needs (needed_taus)."""
 
-    Theorem 8 is applied with each seed's own profile c_k = z_k(0) / eps. It ignores the
-    rectangular model's partner modes (r < 0, coupled by -C_kk), whose O(C_kk eps / r_k) effect
-    is a term of the budget.
-    """
-    check_runs(run_ds, {run_id(a, e): {"experiment_kind": KIND, "architecture": a, "eps": float(e), "lr": cfg["lr"],
-                                        "loss": cfg["loss"]} for a in cfg["architectures"] for e in cfg["eps"]})
-    factor = float(cfg["tolerances"]["safety_factor"])
+    archs: list
+    eps_list: list
+    seeds: np.ndarray
+    r_ref: np.ndarray
+    eta: float
+    tau_meas: np.ndarray
+    tau_thm8: np.ndarray
+    gd_term: np.ndarray
+    partner_term: np.ndarray
+    tau_end: np.ndarray
+    needed: np.ndarray
+
+    def too_short(self, a: int, k: int, tolerance: float = 0.0) -> str:
+        """Why architecture a's mode k was not reached: its latest Theorem 8 time (each seed's c_k)
+        lies beyond the run's end, and the tau_max that would reach it."""
+        t8 = np.where(np.isfinite(self.tau_thm8[a, ..., k]), self.tau_thm8[a, ..., k], -np.inf).max(axis=1)  # per eps
+        e = int(np.argmax(t8 - self.tau_end[a]))
+        latest = float(t8[e])
+        return run_too_short(float(self.tau_end[a, e]), latest,
+                             tau_max_to_reach(max(float(np.nanmax(self.needed)), latest * (1 + tolerance))),
+                             what=f"Theorem 8 (each seed's c_k) puts it at eps {self.eps_list[e]:.0e} at",
+                             key="tau_max", clock="tau")
+
+    def unreached(self) -> list[tuple[int, int]]:
+        """(architecture, mode) that some run did not reach (every measurement NaN, its prediction
+        beyond the run's end)."""
+        return [(a, k) for a in range(len(self.archs)) for k in range(self.r_ref.size)
+                if not np.isfinite(self.tau_meas[a, ..., k]).any()
+                and np.all(self.tau_thm8[a, ..., k] > self.tau_end[a][:, None])]
+
+
+def measure(structure: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> Ignitions:
+    """GD's ignition times per architecture, eps and seed beside Theorem 8 with each seed's own
+    profile c_k, and the terms of their error budget."""
     r_ref = structure["r"].values
     c_ref = np.diag(structure["C"].values)
     eta = flow_lr(cfg["lr"], cfg["loss"], structure.sizes["sample"])
@@ -301,87 +332,93 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                 gd_term[a, e, s] = eta * np.log(z_half / z[s, 0]) / (4 * t8)
                 if partners is not None:
                     partner_term[a, e, s] = c_ref * run["z"].values[s, 0, partners] / (r_ref ** 2 * t8)
-    ds = xr.Dataset(
-        {"tau_star_measured": (("architecture", "eps", "seed", "mode"), tau_meas, {
-            "units": "1", "long_name": "GD ignition time / ln(1/eps)"}),
-         "tau_star_theorem8": (("architecture", "eps", "seed", "mode"), tau_thm8, {
-             "units": "1", "long_name": "Theorem 8 with each seed's initial profile c_k, / ln(1/eps)"}),
-         "gd_delay": (("architecture", "eps", "seed", "mode"), gd_term, {
-             "units": "1", "long_name": "GD's first-order relative delay (eta/4) ln(z_half / z_k(0)) / t*_k"}),
-         "partner_advance": (("architecture", "eps", "seed", "mode"), partner_term, {
-             "units": "1", "long_name": "relative advance from the partner modes C_kk z_k'(0) / (r_k^2 t*_k) (rectangular)"}),
-         "tau_star_limit": ("mode", theory_ds["tau_star"].values, {"units": "1", "long_name": "1 / r_k"})},
-        coords={"architecture": archs, "eps": eps_list, "seed": next(iter(run_ds.values()))["seed"].values,
-                "mode": np.arange(r_ref.size)},
-        attrs={"experiment_kind": KIND, "lr": float(cfg["lr"]), "loss_convention": cfg["loss"], "flow_lr": eta},
-    )
-    rel = np.abs(tau_meas - tau_thm8) / tau_thm8
     # the tau each run ends at (its ceil(tau_max ln(1/eps) / eta) steps), per (architecture, eps)
     tau_end = np.array([[float(run_ds[run_id(arch, eps)]["tau"].values[-1]) for eps in eps_list] for arch in archs])
     _, _, needed = needed_taus(r_ref, float(c_ref[0]), eps_list, eta)
+    return Ignitions(archs, eps_list, next(iter(run_ds.values()))["seed"].values, r_ref, eta, tau_meas, tau_thm8,
+                     gd_term, partner_term, tau_end, needed)
 
-    def too_short(a: int, k: int, tolerance: float = 0.0) -> str:
-        """Why architecture a's mode k was not reached: its latest Theorem 8 time (each seed's c_k)
-        lies beyond the run's end, and the tau_max that would reach it."""
-        t8 = np.where(np.isfinite(tau_thm8[a, ..., k]), tau_thm8[a, ..., k], -np.inf).max(axis=1)  # per eps
-        e = int(np.argmax(t8 - tau_end[a]))
-        latest = float(t8[e])
-        return run_too_short(float(tau_end[a, e]), latest,
-                             tau_max_to_reach(max(float(np.nanmax(needed)), latest * (1 + tolerance))),
-                             what=f"Theorem 8 (each seed's c_k) puts it at eps {eps_list[e]:.0e} at",
-                             key="tau_max", clock="tau")
 
+def fit_dataset(ms: Ignitions, theory_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
+    """The measured and predicted ignitions of the fit file (FIT_VARIABLES)."""
+    dims = ("architecture", "eps", "seed", "mode")
+    return xr.Dataset(
+        {"tau_star_measured": (dims, ms.tau_meas, {"units": "1", "long_name": "GD ignition time / ln(1/eps)"}),
+         "tau_star_theorem8": (dims, ms.tau_thm8, {
+             "units": "1", "long_name": "Theorem 8 with each seed's initial profile c_k, / ln(1/eps)"}),
+         "gd_delay": (dims, ms.gd_term, {
+             "units": "1", "long_name": "GD's first-order relative delay (eta/4) ln(z_half / z_k(0)) / t*_k"}),
+         "partner_advance": (dims, ms.partner_term, {
+             "units": "1", "long_name": "relative advance from the partner modes C_kk z_k'(0) / (r_k^2 t*_k) (rectangular)"}),
+         "tau_star_limit": ("mode", theory_ds["tau_star"].values, {"units": "1", "long_name": "1 / r_k"})},
+        coords={"architecture": ms.archs, "eps": ms.eps_list, "seed": ms.seeds, "mode": np.arange(ms.r_ref.size)},
+        attrs={"experiment_kind": KIND, "lr": float(cfg["lr"]), "loss_convention": cfg["loss"], "flow_lr": ms.eta},
+    )
+
+
+def judge_theorem8(ms: Ignitions, factor: float) -> list[Claim]:
+    """Per architecture and mode, GD's ignition against Theorem 8 (max over eps and seeds reached)
+    within the largest GD delay and partner advance, times ``factor``."""
+    rel = np.abs(ms.tau_meas - ms.tau_thm8) / ms.tau_thm8
     claims = []
-    for a, arch in enumerate(archs):
-        for k in range(r_ref.size):
-            terms = {"GD O(lr): max eta ln(z_half/z0)/(4 t*)": float(np.nanmax(gd_term[a, ..., k]))}
-            if np.any(partner_term[a, ..., k] > 0):
-                terms["partner modes: max C z'0/(r^2 t*)"] = float(np.max(partner_term[a, ..., k]))
+    for a, arch in enumerate(ms.archs):
+        for k in range(ms.r_ref.size):
+            terms = {"GD O(lr): max eta ln(z_half/z0)/(4 t*)": float(np.nanmax(ms.gd_term[a, ..., k]))}
+            if np.any(ms.partner_term[a, ..., k] > 0):
+                terms["partner modes: max C z'0/(r^2 t*)"] = float(np.max(ms.partner_term[a, ..., k]))
             budget = ErrorBudget(terms, factor)
             # an (eps, seed) whose ignition was not measured and whose Theorem 8 time (plus the
             # tolerance) lies beyond the run's end was not reached: left out, not a miss
-            beyond = (~np.isfinite(tau_meas[a, ..., k])
-                      & ~(tau_thm8[a, ..., k] * (1 + budget.tolerance) <= tau_end[a][:, None]))
+            beyond = (~np.isfinite(ms.tau_meas[a, ..., k])
+                      & ~(ms.tau_thm8[a, ..., k] * (1 + budget.tolerance) <= ms.tau_end[a][:, None]))
             kept = rel[a, ..., k][~beyond]
             left_out = (f"; {int(beyond.sum())} of {beyond.size} (eps, seed) not reached within the run (their "
                         f"Theorem 8 time lies beyond its end), left out" if beyond.any() and kept.size else "")
             claim = budget.claim(
-                f"{arch} mode {k + 1} (r = {r_ref[k]:.4g}): GD ignition vs Theorem 8 (max over eps, seeds)", 0.0,
+                f"{arch} mode {k + 1} (r = {ms.r_ref[k]:.4g}): GD ignition vs Theorem 8 (max over eps, seeds)", 0.0,
                 float(np.max(kept)) if kept.size else float("nan"), relative=False, checks="theorem",
                 source=SOURCE_THM8,
                 note="each seed's own c_k = z_k(0) / eps; NaN if a mode never reached half saturation" + left_out)
             if not kept.size:
-                claim = claim.not_judged(too_short(a, k, budget.tolerance))
+                claim = claim.not_judged(ms.too_short(a, k, budget.tolerance))
             claims.append(claim)
-    # a mode some run did not reach (every measurement NaN, its prediction beyond the run's end)
-    # has no spread to compare: the rows below are not judged for want of it, not missed
-    unreached = [(a, k) for a in range(len(archs)) for k in range(r_ref.size)
-                 if not np.isfinite(tau_meas[a, ..., k]).any()
-                 and np.all(tau_thm8[a, ..., k] > tau_end[a][:, None])]
+    return claims
+
+
+def judge_spread(ms: Ignitions, unreached: list[tuple[int, int]]) -> list[Claim]:
+    """The bound: the spread of tau*_k across architectures shrinks from each eps to the next
+    smaller one (a mode some run did not reach has no spread: then not judged, not missed)."""
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices of modes not reached
-        spread = np.nanmax(tau_meas, axis=0) - np.nanmin(tau_meas, axis=0)  # across architectures
+        spread = np.nanmax(ms.tau_meas, axis=0) - np.nanmin(ms.tau_meas, axis=0)  # across architectures
         worst = np.nanmax(spread, axis=(1, 2))  # per eps
-    for e in range(1, len(eps_list)):
-        claim = Claim(f"spread of tau*_k across architectures shrinks: eps {eps_list[e]:.0e} vs {eps_list[e - 1]:.0e}",
+    claims = []
+    for e in range(1, len(ms.eps_list)):
+        claim = Claim(f"spread of tau*_k across architectures shrinks: eps {ms.eps_list[e]:.0e} vs {ms.eps_list[e - 1]:.0e}",
                       float(worst[e - 1]), float(worst[e]), np.nan, comparison="at_most", checks="ours",
                       source="collapse: equal LV coefficients give one curve in tau = t / ln(1/eps)",
                       tolerance_source="bound: Theorem 8 puts the spread at |ln(c_k ratio)| / (r_k ln(1/eps)), "
                                        "so it must fall as eps does; no tolerance",
                       note="collapse: the spread is O(1 / ln(1/eps))")
         if unreached and not claim.passed:
-            claim = claim.not_judged(too_short(*unreached[0]))
+            claim = claim.not_judged(ms.too_short(*unreached[0]))
         claims.append(claim)
-    limit = theory_ds["tau_star"].values
+    return claims
+
+
+def judge_limit(ms: Ignitions, limit: np.ndarray, unreached: list[tuple[int, int]], factor: float) -> list[Claim]:
+    """Per mode, the bound: at the smallest eps |tau*_k - 1/r_k| (``limit``) is at most Theorem 8's
+    own offset there plus the GD budget in tau."""
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        dev = np.nanmax(np.abs(tau_meas[:, -1] - limit), axis=(0, 1))
-    offset = np.nanmax(np.abs(tau_thm8[:, -1] - limit), axis=(0, 1))
+        dev = np.nanmax(np.abs(ms.tau_meas[:, -1] - limit), axis=(0, 1))
+    offset = np.nanmax(np.abs(ms.tau_thm8[:, -1] - limit), axis=(0, 1))
     # the same budget, evaluated at the smallest eps, in units of tau
-    allowance = factor * np.nanmax((gd_term[:, -1] + partner_term[:, -1]) * tau_thm8[:, -1], axis=(0, 1))
-    for k in range(r_ref.size):
+    allowance = factor * np.nanmax((ms.gd_term[:, -1] + ms.partner_term[:, -1]) * ms.tau_thm8[:, -1], axis=(0, 1))
+    claims = []
+    for k in range(ms.r_ref.size):
         claim = Claim(
-            f"mode {k + 1}: |tau*_k - 1/r_k| at eps {eps_list[-1]:.0e}, all architectures", float(offset[k] + allowance[k]),
+            f"mode {k + 1}: |tau*_k - 1/r_k| at eps {ms.eps_list[-1]:.0e}, all architectures", float(offset[k] + allowance[k]),
             float(dev[k]), np.nan, comparison="at_most", checks="theorem",
             source="Theorem 8 (eps -> 0: t*_k / ln(1/eps) -> 1 / r_k)",
             tolerance_source=f"bound: Theorem 8's own finite-eps offset {offset[k]:.3g} (each seed's c_k) plus "
@@ -389,9 +426,27 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             note="the eps -> 0 limit is approached as 1 / ln(1/eps)")
         short = [(a, kk) for a, kk in unreached if kk == k]
         if short and not np.isfinite(dev[k]):
-            claim = claim.not_judged(too_short(*short[0]))
+            claim = claim.not_judged(ms.too_short(*short[0]))
         claims.append(claim)
-    return xr.merge([ds, claims_dataset(claims)])
+    return claims
+
+
+def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """Ignition times per architecture, eps and seed beside Theorem 8 and the eps -> 0 limit,
+    with the error budget of each comparison (see the module docstring).
+
+    Theorem 8 is applied with each seed's own profile c_k = z_k(0) / eps. It ignores the
+    rectangular model's partner modes (r < 0, coupled by -C_kk), whose O(C_kk eps / r_k) effect
+    is a term of the budget.
+    """
+    check_runs(run_ds, {run_id(a, e): {"experiment_kind": KIND, "architecture": a, "eps": float(e), "lr": cfg["lr"],
+                                        "loss": cfg["loss"]} for a in cfg["architectures"] for e in cfg["eps"]})
+    factor = float(cfg["tolerances"]["safety_factor"])
+    ms = measure(structure, run_ds, cfg)
+    unreached = ms.unreached()
+    claims = (judge_theorem8(ms, factor) + judge_spread(ms, unreached)
+              + judge_limit(ms, theory_ds["tau_star"].values, unreached, factor))
+    return xr.merge([fit_dataset(ms, theory_ds, cfg), claims_dataset(claims)])
 
 
 def cfg_seeds(run_ds: dict[str, xr.Dataset]) -> int:

@@ -24,9 +24,18 @@ so the Fourier MLP departs from its NQF from the first mode on; the fit stage me
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
+
+from nqf.experiments.common import (
+    Claim,
+    ErrorBudget,
+    claims_dataset,
+    run_too_short,
+    steps_to_reach,
+)
 
 KIND = __name__.split(".")[-2]  # the kind folder this fit stage sits in (it does not import the kind module)
 
@@ -53,60 +62,79 @@ def finite_record(run: xr.Dataset, j: int) -> tuple[np.ndarray, np.ndarray]:
     return run["time"].values[keep], loss[:, keep]
 
 
-def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
-    """Fitted exponents with bootstrap intervals beside the predictions, window sensitivity, the
-    raw MLP's power-law test, the Fourier MLP's departure from its NQF, and the claims."""
-    from nqf.experiments.common import (
-        Claim,
-        ErrorBudget,
-        claims_dataset,
-        run_too_short,
-        steps_to_reach,
-    )
-    from nqf.experiments.powerlaw import SHIFTS
-    from nqf.theory.scaling import fit_power_law, power_law_test, window_sensitivity
+# -- measuring -----------------------------------------------------------------------------------
 
-    tol = cfg["tolerances"]
-    factor = float(tol["safety_factor"])
-    thetas = theory_ds["theta"].values
-    windows = [(float(lo), float(hi)) for lo, hi in zip(theory_ds["t_lo"].values, theory_ds["t_hi"].values)]
-    models = ("fourier_mlp", "nqf")
-    shape = (len(models), thetas.size)
-    out = {name: np.full(shape, np.nan) for name in ("exponent", "ci_low", "ci_high", "residual_rms", "slope_drift",
-                                                   "subwindow_spread", "max_window_shift")}
+MODELS = ("fourier_mlp", "nqf")
+FIT_KEYS = ("exponent", "ci_low", "ci_high", "residual_rms", "slope_drift", "subwindow_spread")
+
+
+def theory_windows(theory_ds: xr.Dataset) -> list[tuple[float, float]]:
+    """Each theta's fitting window (t_lo, t_hi) as the theory stage found it."""
+    return [(float(lo), float(hi)) for lo, hi in zip(theory_ds["t_lo"].values, theory_ds["t_hi"].values)]
+
+
+@dataclass(frozen=True)
+class Exponents:
+    """The power-law fits of the Fourier MLP and its NQF (model, theta): ``out`` the fitted numbers
+    of :data:`FIT_KEYS` and ``max_window_shift``, the power_law_test verdicts and reasons, the
+    exponents with one window end shifted (``shifted``, model x theta x shift) and per seed."""
+
+    out: dict
+    is_power_law: np.ndarray
+    reasons: np.ndarray
+    shifted: np.ndarray
+    per_seed: np.ndarray
+
+
+def measure_exponents(run_ds: dict[str, xr.Dataset], windows: list) -> Exponents:
+    """:class:`Exponents` of the runs of :data:`MODELS` over each theta's window."""
+    from nqf.experiments.powerlaw import SHIFTS
+    from nqf.theory.scaling import fit_power_law, window_sensitivity
+
+    shape = (len(MODELS), len(windows))
+    out = {name: np.full(shape, np.nan) for name in (*FIT_KEYS, "max_window_shift")}
     power_law = np.zeros(shape, bool)
     reasons = np.empty(shape, dtype=object)
     sens = np.full(shape + (len(SHIFTS),), np.nan)
-    seeds = run_ds["nqf"].sizes["seed"]
-    per_seed = np.full(shape + (seeds,), np.nan)
-    for i, name in enumerate(models):
+    per_seed = np.full(shape + (run_ds["nqf"].sizes["seed"],), np.nan)
+    for i, name in enumerate(MODELS):
         for j, win in enumerate(windows):
             t, loss = finite_record(run_ds[name], j)
             f = fit_power_law(t, loss, win)
-            for key in ("exponent", "ci_low", "ci_high", "residual_rms", "slope_drift", "subwindow_spread"):
+            for key in FIT_KEYS:
                 out[key][i, j] = getattr(f, key)
             power_law[i, j], reasons[i, j], per_seed[i, j] = f.is_power_law, f.reason, f.per_seed
             shifted = window_sensitivity(t, loss, win)
             sens[i, j] = [shifted[k] for k in SHIFTS]
             out["max_window_shift"][i, j] = np.nanmax(np.abs(sens[i, j] - f.exponent)) if np.any(np.isfinite(sens[i, j])) else np.nan
-    # Raw MLP: the quantitative test over each theta's window that its record covers.
-    raw = run_ds["raw_mlp"]
+    return Exponents(out, power_law, reasons, sens, per_seed)
+
+
+def measure_raw(raw: xr.Dataset, windows: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The raw MLP's power_law_test over each theta's window that its record covers: the verdict
+    (1, 0; NaN not covered), its log-log slope and the reasons, per theta."""
+    from nqf.theory.scaling import power_law_test
+
     t_raw = raw["time"].values
-    raw_ok = np.full(thetas.size, np.nan)
-    raw_exp = np.full(thetas.size, np.nan)
-    raw_reason = np.empty(thetas.size, dtype=object)
+    raw_ok = np.full(len(windows), np.nan)
+    raw_exp = np.full(len(windows), np.nan)
+    raw_reason = np.empty(len(windows), dtype=object)
     for j, (lo, hi) in enumerate(windows):
         if hi > t_raw[-1]:
             raw_reason[j] = f"not covered: the raw MLP's record ends at t = {t_raw[-1]:g}"
             continue
         ok, st = power_law_test(t_raw, raw["loss"].values, (lo, hi))
         raw_ok[j], raw_exp[j], raw_reason[j] = float(ok), st["exponent"], st["reason"]
-    # Departure of the Fourier MLP from its NQF (same seeds, same times), up to the window's end,
-    # and the learned coefficients at the end of each theta's record.
-    mlp, nqf = run_ds["fourier_mlp"], run_ds["nqf"]
-    departure = np.full(thetas.size, np.nan)
-    coef_ratio = np.full((thetas.size, mlp.sizes["mode"]), np.nan)
-    arg_final = np.full((thetas.size, mlp.sizes["mode"]), np.nan)
+    return raw_ok, raw_exp, raw_reason
+
+
+def measure_departure(mlp: xr.Dataset, nqf: xr.Dataset, windows: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Fourier MLP's departure from its NQF (same seeds, same times) per theta: max |ln(L_MLP /
+    L_NQF)| up to the window's end, and at the end of each theta's record the learned coefficients
+    over their NQF values and the tanh arguments (theta, mode), medians over seeds."""
+    departure = np.full(len(windows), np.nan)
+    coef_ratio = np.full((len(windows), mlp.sizes["mode"]), np.nan)
+    arg_final = np.full((len(windows), mlp.sizes["mode"]), np.nan)
     for j, (_, hi) in enumerate(windows):
         t, lm = finite_record(mlp, j)
         _, ln = finite_record(nqf, j)
@@ -116,16 +144,53 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         with np.errstate(divide="ignore", invalid="ignore"):
             coef_ratio[j] = np.median(mlp["coef"].values[j, :, last] / mlp["u"].values[j, :, last], axis=0)
         arg_final[j] = np.median(mlp["tanh_argument"].values[j, :, last], axis=0)
-    k_lo = theory_ds["k_lo"].values.astype(int)
-    k_hi = theory_ds["k_hi"].values.astype(int)
-    # NQF GD against the exact Theorem 6 curve of the same seeds (checks the O(lr) claim).
-    exact = np.array([fit_power_law(theory_ds["time"].values, theory_ds["loss_seeds"].values[j], w).exponent
-                      for j, w in enumerate(windows)])
+    return departure, coef_ratio, arg_final
+
+
+def exact_exponents(theory_ds: xr.Dataset, windows: list) -> np.ndarray:
+    """The exponent of the exact Theorem 6 curve of the runs' seeds per theta (NQF GD against it
+    checks the O(lr) claim)."""
+    from nqf.theory.scaling import fit_power_law
+
+    return np.array([fit_power_law(theory_ds["time"].values, theory_ds["loss_seeds"].values[j], w).exponent
+                     for j, w in enumerate(windows)])
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Everything the fit measures (the functions above), beside the window's length in decades."""
+
+    exponents: Exponents
+    raw: tuple
+    departure: tuple
+    exact: np.ndarray
+    decades: np.ndarray
+    t_raw: np.ndarray
+
+
+def measure(theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset]) -> Measurement:
+    """:class:`Measurement` of the runs over the theory's windows."""
+    windows = theory_windows(theory_ds)
+    return Measurement(measure_exponents(run_ds, windows), measure_raw(run_ds["raw_mlp"], windows),
+                       measure_departure(run_ds["fourier_mlp"], run_ds["nqf"], windows),
+                       exact_exponents(theory_ds, windows),
+                       np.log10(np.array([hi / lo for lo, hi in windows])), run_ds["raw_mlp"]["time"].values)
+
+
+def fit_dataset(m: Measurement, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset]) -> xr.Dataset:
+    """The fit's variables beside the claims: the measurements and the theory's predictions."""
+    from nqf.experiments.powerlaw import SHIFTS
+
+    out, power_law, reasons, sens, per_seed = (m.exponents.out, m.exponents.is_power_law, m.exponents.reasons,
+                                               m.exponents.shifted, m.exponents.per_seed)
+    (raw_ok, raw_exp, raw_reason), (departure, coef_ratio, arg_final) = m.raw, m.departure
+    exact, decades, thetas = m.exact, m.decades, theory_ds["theta"].values
+    nqf, raw = run_ds["nqf"], run_ds["raw_mlp"]
+    models = MODELS
     dims = ("model", "theta")
     unit = {"units": "1"}
-    decades = np.log10(np.array([hi / lo for lo, hi in windows]))
     flow = float(theory_ds.attrs.get("flow_lr", nqf.attrs.get("flow_lr", math.nan)))
-    ds = xr.Dataset(
+    return xr.Dataset(
         {
             "exponent": (dims, out["exponent"], {**unit, "long_name": "fitted exponent b of loss ~ t^-b (geometric mean over seeds)"}),
             "exponent_ci_low": (dims, out["ci_low"], {**unit, "long_name": "95% percentile-bootstrap interval over seeds, low"}),
@@ -159,6 +224,28 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                "eps": float(nqf.attrs["eps"]), "flow_lr": flow,
                "loss_convention": str(nqf.attrs.get("loss_convention", "mean"))},
     )
+
+
+# -- judging -------------------------------------------------------------------------------------
+
+
+def judge(m: Measurement, structure: xr.Dataset, theory_ds: xr.Dataset, cfg: dict, attrs: dict) -> list[Claim]:
+    """The claims per theta (window, horizon, exponents against the asymptotic, corrected and
+    finite-staircase predictions, window stability, power-law verdicts, NQF GD against the exact
+    flow, the Fourier MLP against its NQF, the raw MLP's verdict) and of the structure; ``attrs``
+    the fit's attributes (the learning rates the notes name)."""
+    from nqf.experiments.powerlaw import SHIFTS
+
+    tol = cfg["tolerances"]
+    factor = float(tol["safety_factor"])
+    thetas, windows, models = theory_ds["theta"].values, theory_windows(theory_ds), MODELS
+    out, power_law, reasons, sens = m.exponents.out, m.exponents.is_power_law, m.exponents.reasons, m.exponents.shifted
+    (raw_ok, raw_exp, raw_reason), (departure, coef_ratio, arg_final) = m.raw, m.departure
+    exact, decades, t_raw = m.exact, m.decades, m.t_raw
+    seeds = m.exponents.per_seed.shape[-1]
+    k_lo = theory_ds["k_lo"].values.astype(int)
+    k_hi = theory_ds["k_hi"].values.astype(int)
+    flow = attrs["flow_lr"]
     claims = []
     label = {"fourier_mlp": "Fourier MLP", "nqf": "NQF"}
     # steps: auto chose each run's length from its window, so the horizon row cannot fail then
@@ -273,7 +360,7 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
             claims.append(Claim(f"raw-input MLP, theta = {theta:g} window: power_law_test verdict (0 = not a power law)",
                                 0.0, raw_ok[j], 0.0, relative=False, checks="paper", source=PAPER_RAW,
                                 tolerance_source="a verdict of nqf.theory.scaling.power_law_test",
-                                note=f"{raw_reason[j]}; slope {raw_exp[j]:.3g}; raw MLP lr {ds.attrs['raw_lr']:g}"))
+                                note=f"{raw_reason[j]}; slope {raw_exp[j]:.3g}; raw MLP lr {attrs['raw_lr']:g}"))
     uncovered = [f"{th:g}" for th, ok in zip(thetas, raw_ok) if not np.isfinite(ok)]
     claims.append(Claim("structure: max |r_k (grid) - 4 b_k s_k / sqrt P| / max r", 0.0, float(structure["r_residual"]),
                         1e-12, relative=False, checks="theorem",
@@ -283,4 +370,15 @@ def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Datas
                              f"{float(structure['off_diagonal_residual']):.1e} (orthogonal features)"
                              + (f"; raw MLP windows not covered by its record (t <= {t_raw[-1]:g}) for theta = "
                                 f"{', '.join(uncovered)}: raise raw_steps" if uncovered else "")))
-    return xr.merge([ds, claims_dataset(claims)])
+    return claims
+
+
+# -- the fit -------------------------------------------------------------------------------------
+
+
+def fit(structure: xr.Dataset, theory_ds: xr.Dataset, run_ds: dict[str, xr.Dataset], cfg: dict) -> xr.Dataset:
+    """Fitted exponents with bootstrap intervals beside the predictions, window sensitivity, the
+    raw MLP's power-law test, the Fourier MLP's departure from its NQF, and the claims."""
+    m = measure(theory_ds, run_ds)
+    ds = fit_dataset(m, theory_ds, run_ds)
+    return xr.merge([ds, claims_dataset(judge(m, structure, theory_ds, cfg, ds.attrs))])

@@ -352,7 +352,7 @@ HALF = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 def _readme_data():
-    """tests/library/test_training.py's data of docs/library.md: diagonal C, r_1 = 8, so GD settles only for lr < 0.25."""
+    """tests/training/test_loop.py's data of docs/library.md: diagonal C, r_1 = 8, so GD settles only for lr < 0.25."""
     rng = np.random.default_rng(1)
     Q, _ = np.linalg.qr(rng.standard_normal((400, 6)))
     feats = np.sqrt(400) * Q * np.arange(1, 7) ** -0.5

@@ -38,7 +38,8 @@ The folder of a kind ``<kind>``:
 
 Science that does not depend on a kind's config layout (closed forms, trainers, reductions)
 belongs in the library (nqf.theory, nqf.training, ...); code two kinds share, in
-nqf.experiments.common (every kind), nqf.experiments.diagonal_gd (the kinds training on diagonal
+nqf.experiments.claims (summary rows and their error budgets), nqf.experiments.structure_files
+(the structure stage's files), nqf.experiments.sweeps (run grids), nqf.experiments.diagonal_gd (the kinds training on diagonal
 data from W(0) = sqrt(eps) I) or nqf.experiments.powerlaw and powerlaw_figure (the power-law
 kinds). No kind imports another kind.
 
@@ -55,7 +56,13 @@ from types import ModuleType
 
 import numpy as np
 
-from nqf.experiments.contract import SCHEMA_FILE, STAGES, StageConfig, figure_module, hook
+from nqf.experiments.contract import (
+    SCHEMA_FILE,
+    STAGES,
+    StageConfig,
+    figure_module,
+    hook,
+)
 
 
 class Kinds(Mapping):
@@ -212,7 +219,7 @@ def structure_of(data, cfg: dict):
     """The structure stage on a data Dataset, given the stage's config (``stage_config(exp,
     'structure')``): the kind's own ``structure`` where it has one (factored data matrices that
     must not be densified), else the generic reduction of A(x)."""
-    from nqf.experiments.common import form_from_dataset, structure_dataset
+    from nqf.experiments.structure_files import form_from_dataset, structure_dataset
 
     if has_own_structure(cfg):
         ds = kind_of(cfg).structure(data, cfg)

@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.errors import TrainingDiverged
-from nqf.experiments.common import Claim, claims_dataset
+from nqf.experiments.claims import Claim, claims_dataset
 
 
 def stable_lr_clause(structure: xr.Dataset | None, cfg: dict) -> str:

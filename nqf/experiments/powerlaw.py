@@ -5,7 +5,7 @@ error budgets (their log-log figure panel is in nqf.experiments.powerlaw_figure)
 
 Verdicts (summary rows): the paper's claim (e.g. Fig. 3 right), the theorem (9 or 11) with App. C's
 finite-eps correction, and the exact curve (Theorem 6 or Eq. 36) are each compared with the GD exponent within a tolerance built from the run's
-error budget (nqf.experiments.common.ErrorBudget) times ``tolerances.safety_factor``:
+error budget (nqf.experiments.claims.ErrorBudget) times ``tolerances.safety_factor``:
 
 * GD's O(lr) error: a GD step multiplies W_k by 1 + h g_k / 2 where the flow has exp(h g_k / 2),
   so ln z_k grows at r_k (1 - h r_k / 4): mode k ignites late by the fraction h r_k / 4. Over a
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import (
+from nqf.experiments.claims import (
     Claim,
     ErrorBudget,
     reach_problems,

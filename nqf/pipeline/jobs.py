@@ -15,7 +15,6 @@ import signal
 import sys
 
 from nqf.errors import ConfigError, ResultFileError, ResultWriteError, TrainingDiverged
-from nqf.experiments.common import log_to_file
 from nqf.io.write_failures import out_of_space, write_error
 from nqf.pipeline.results_check import aside_path
 
@@ -104,3 +103,35 @@ def set_aside(exc: ResultFileError, regenerated_by: str = "the next snakemake ca
     except OSError as err:
         return f" It could not be moved aside ({err.strerror}); delete it by hand."
     return f" It was moved aside to {aside}, so {regenerated_by} regenerates it."
+
+
+class _JobLog(logging.FileHandler):
+    """A workflow job's log file. A message it cannot take (the disk filled up, a quota) is said
+    once on stderr in nqf's words (nqf.io.write_failures), not with logging's traceback per message;
+    the messages still reach stderr, and the end of the run names the full disk (nqf.pipeline.job_failures)."""
+
+    told = False
+
+    def handleError(self, record):
+        import sys
+
+        from nqf.io.write_failures import write_error
+
+        exc = sys.exc_info()[1]
+        error = write_error(self.baseFilename, exc) if isinstance(exc, OSError) else None
+        if error is None:
+            return super().handleError(record)
+        if not self.told:
+            self.told = True
+            print(f"nqf: {error} The job's further messages are on stderr only.", file=sys.stderr)
+
+
+def log_to_file(path: str | None) -> None:
+    """Send nqf's progress messages to a workflow job's log file (and stderr). Raises OSError
+    where the log cannot be opened (nqf.pipeline.jobs says why in one sentence)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if path:
+        handlers.append(_JobLog(path, mode="w"))
+    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True,
+                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    logging.getLogger("nqf").setLevel(logging.INFO)

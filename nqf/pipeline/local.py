@@ -43,7 +43,7 @@ def run_experiment(exp_cfg: Mapping, *, experiment: str = "experiment", device: 
         stage_config,
         structure_of,
     )
-    from nqf.experiments.common import with_reading
+    from nqf.experiments.claims import with_reading
     from nqf.experiments.divergence import diverged_runs, divergence_fit
 
     if not isinstance(exp_cfg, Mapping):

@@ -83,7 +83,7 @@ def _cell(key: str, row: dict) -> str:
 
 def claims_page(exp_id: str, rows: list[dict], *, description: str = "") -> str:
     """A standalone HTML page with the table of one experiment's checked claims (rows as
-    :func:`nqf.experiments.common.summary_rows` gives them, or as csv.DictReader reads them back
+    :func:`nqf.experiments.claims.summary_rows` gives them, or as csv.DictReader reads them back
     from the claims CSV); a missed row is highlighted."""
     table = [{"cells": [_cell(key, r) for _, key in CLAIM_COLUMNS],
               "state": "" if _passed(r) else "miss" if is_judged(r) else "open"} for r in rows]

@@ -1,7 +1,7 @@
 """The one-page view of a reproduction: each paper figure with its claim, verdict, numbers and
 conditions, written from the fit files (``results/reproduction.md`` and ``.html``).
 
-A summary row (nqf.experiments.common.Claim) says what it checks: a claim of the paper (its
+A summary row (nqf.experiments.claims.Claim) says what it checks: a claim of the paper (its
 figure and sentence), a theorem checked against training, or this project's own claim, and the
 reading it ran under (loss convention, preprocessing). Several experiments of one kind are
 several readings of the same figure; this page puts them side by side, so a paper claim that
@@ -19,7 +19,7 @@ from pathlib import Path
 import xarray as xr
 
 from nqf.experiments import KINDS
-from nqf.experiments.common import summary_rows
+from nqf.experiments.claims import summary_rows
 from nqf.experiments.contract import PaperFigure, hook
 
 
@@ -69,7 +69,7 @@ def collect(fits: dict[str, xr.Dataset], configs: dict[str, dict]) -> list[Exper
 # What a row of each checks value counts as: a claim of the paper, a theorem, this project's own;
 # a row that holds by construction is listed but never counted as a check, and neither is a row the
 # run could not judge (judged False: not reached because the run is too short, or a tolerance off
-# the scale; nqf.experiments.common.NOT_REACHED).
+# the scale; nqf.experiments.claims.NOT_REACHED).
 COUNTED = ("paper", "theorem", "ours")
 # A figure's verdict under a reading whose paper rows the run did not reach.
 NOT_JUDGED = "not judged at this run length"
@@ -243,7 +243,7 @@ def _latest(rows):
 def _reason(r) -> str:
     """Why a row was not judged: the head of its note up to the close of its first parenthesis
     ("not reached: run too short (the run ends at t = 40, ...; steps >= 34822 would reach it)",
-    nqf.experiments.common.run_too_short), else up to its first '; '."""
+    nqf.experiments.claims.run_too_short), else up to its first '; '."""
     note = str(r["note"]).strip()
     depth, opened = 0, False
     for i, ch in enumerate(note):

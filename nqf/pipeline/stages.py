@@ -126,7 +126,7 @@ def fit(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, theo
         origin: Origin | None = None) -> None:
     """Rule fit: measurements from the runs beside the theory, and the checked claims."""
     from nqf.experiments import kind_of, merge_seed_blocks, reading_of
-    from nqf.experiments.common import with_reading
+    from nqf.experiments.claims import with_reading
     from nqf.experiments.divergence import diverged_runs, divergence_fit
     from nqf.io.netcdf import write_dataset
     from nqf.pipeline.validate import (
@@ -161,7 +161,7 @@ def figure(exp: str, cfg: Mapping, exp_cfg: Mapping, style: Mapping, theory_file
     """Rule figure: the experiment's figure as PDF and PNG (or a notice if runs diverged), and its
     checked claims as CSV and as the HTML table the report shows."""
     from nqf.experiments import figure_of, merge_seed_blocks
-    from nqf.experiments.common import summary_csv, summary_rows
+    from nqf.experiments.claims import summary_csv, summary_rows
     from nqf.experiments.divergence import diverged_runs, divergence_figure
     from nqf.io.netcdf import write_text
     from nqf.pipeline.report_html import claims_page
@@ -185,7 +185,7 @@ def summary(experiments: Sequence[str], exp_cfgs: Mapping[str, Mapping], fit_fil
             output: PathLike, *, log: PathLike | None = None) -> None:
     """Rule summary: ``output`` (results/summary.csv), one row per checked claim of the fits of
     ``experiments`` (ids, in the order of ``fit_files``)."""
-    from nqf.experiments.common import summary_csv, summary_rows
+    from nqf.experiments.claims import summary_csv, summary_rows
     from nqf.io.netcdf import write_text
     from nqf.pipeline.validate import open_stage
 
@@ -194,7 +194,7 @@ def summary(experiments: Sequence[str], exp_cfgs: Mapping[str, Mapping], fit_fil
         for exp, path in zip(experiments, fit_files):
             rows += summary_rows(exp, open_stage(path, "fit", exp_cfgs[exp], experiment=exp))
         write_text(output, summary_csv(rows))
-        # rows that hold by construction (nqf.experiments.common.CHECKS) and rows the run could not
+        # rows that hold by construction (nqf.experiments.claims.CHECKS) and rows the run could not
         # judge (judged False: not reached, run too short) are written but not counted as checked
         built = sum(r["checks"] == "construction" for r in rows)
         unjudged = [r for r in rows if r["checks"] != "construction" and not r["judged"]]

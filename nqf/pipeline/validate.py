@@ -75,7 +75,7 @@ def run_dims_of_structure(kind: str) -> tuple[str, ...]:
 
 # stage -> variable -> the dimensions it is along, or '...' then the dimensions it ends in, in
 # every kind that writes it: the structure matrices and targets of a data file
-# (nqf.experiments.common.form_to_dataset), the recorded loss, z and M of a run
+# (nqf.experiments.structure_files.form_to_dataset), the recorded loss, z and M of a run
 # (nqf.experiments.diagonal_gd and the kinds that record along 'step').
 VARIABLE_DIMS: dict[str, dict[str, tuple[str, ...]]] = {
     # leading axes allowed: fourier_powerlaw's data hold one problem per theta, y (theta, sample)

@@ -81,12 +81,12 @@ def _read_table(path: Path) -> tuple[list[str], list[dict]] | None:
 def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path = Path("results"), *,
                   against_fits: bool = False) -> str | None:
     """Why the summary or a claims table of the DAG does not hold what its rule writes (None when
-    it may): its header must be :data:`nqf.experiments.common.SUMMARY_COLUMNS`; a claims table's
+    it may): its header must be :data:`nqf.experiments.claims.SUMMARY_COLUMNS`; a claims table's
     rows are all of its experiment; the summary names only the config's experiments and every one
     whose claims table has rows; with ``against_fits``, every row is the one its fit file gives
     (:func:`rows_problem`). (The form, a table cut short, is
     :func:`nqf.pipeline.results_check.output_problem`'s.)"""
-    from nqf.experiments.common import SUMMARY_COLUMNS
+    from nqf.experiments.claims import SUMMARY_COLUMNS
 
     path, results = Path(path), Path(results)
     table = _read_table(path)
@@ -114,13 +114,13 @@ def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path 
 
 def rows_problem(path: Path, rows: list[dict], exps, results: Path) -> str | None:
     """The first row of the claims table or summary ``path`` that its experiments' fit files do
-    not give (rebuilt as the rules write them: nqf.experiments.common.summary_rows); None when
+    not give (rebuilt as the rules write them: nqf.experiments.claims.summary_rows); None when
     every row is theirs, when a fit file cannot be read (its own check names it), or when a fit
     file is newer than the table (Snakemake remakes the table from it)."""
     import csv
     import io
 
-    from nqf.experiments.common import SUMMARY_COLUMNS, summary_csv, summary_rows
+    from nqf.experiments.claims import SUMMARY_COLUMNS, summary_csv, summary_rows
     from nqf.io.netcdf import open_result
 
     rebuilt = []

@@ -421,7 +421,7 @@ def fit_power_law(t, loss, window, *, n_boot: int = 2000, seed: int = 0, n_grid:
         method = "none"
     elif S >= 2:
         # scipy.stats.bootstrap(method="percentile") draws the same resamples from the same Generator;
-        # its ends differ from these in the last bits (percentile vs quantile position; tests/library/test_scaling.py)
+        # its ends differ from these in the last bits (percentile vs quantile position; tests/theory/test_scaling.py)
         idx = rng.integers(0, S, size=(n_boot, S))
         boots = per_seed[idx].mean(axis=1)
         lo, hi = np.quantile(boots, [q, 1 - q])

@@ -19,7 +19,7 @@ Loss convention (``loss``, nqf.theory.losses): one GD step of lr advances the Eq
 each run takes ceil(tau_max ln(1/eps) / eta) steps and records time in that clock.
 
 Claims and their tolerances (``tolerances.safety_factor`` times the run's error budget,
-nqf.experiments.common.ErrorBudget):
+nqf.experiments.claims.ErrorBudget):
 
 * per architecture and mode, GD's ignition time against Theorem 8 with each seed's own profile
   c_k = z_k(0) / eps (max over eps and seeds). GD multiplies z by (1 + eta g / 2)^2 per step
@@ -48,19 +48,18 @@ import numpy as np
 import xarray as xr
 
 from nqf.data.orthogonal import random_orthogonal
-from nqf.experiments.common import (
+from nqf.experiments.claims import (
     LAG_MARGIN,
     Claim,
     ErrorBudget,
     claims_dataset,
-    grid_cell,
-    grid_runs,
     reach_problems,
     run_too_short,
 )
-from nqf.experiments.matching import check_runs
 from nqf.experiments.ids import exact_number
 from nqf.experiments.machine import seed_draw
+from nqf.experiments.matching import check_runs
+from nqf.experiments.sweeps import grid_cell, grid_runs
 from nqf.theory.ignition import ignition_times, predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import LotkaVolterra

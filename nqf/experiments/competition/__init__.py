@@ -12,7 +12,7 @@ each run takes ceil(tau_max ln(1/eps) / eta) steps, records time in that clock, 
 uses the same clock.
 
 Claims and their tolerances (``tolerances.safety_factor`` times the run's error budget,
-nqf.experiments.common.ErrorBudget):
+nqf.experiments.claims.ErrorBudget):
 
 * GD ignition times against the coupled GLV (Eq. 32), per eps and mode. GD multiplies z_k by
   (1 + eta g_k / 2)^2 per step, g_k = r_k - (C z)_k, where the flow multiplies it by exp(eta g_k):
@@ -42,18 +42,18 @@ import numpy as np
 import xarray as xr
 from scipy.integrate import solve_ivp
 
-from nqf.experiments.common import (
+from nqf.experiments.claims import (
     Claim,
     ErrorBudget,
     claims_dataset,
-    lv_from_structure,
     reach_problems,
     reached,
     run_too_short,
 )
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
-from nqf.experiments.matching import check_runs
 from nqf.experiments.ids import exact_number
+from nqf.experiments.matching import check_runs
+from nqf.experiments.structure_files import lv_from_structure
 from nqf.theory.ignition import ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import glv
@@ -135,7 +135,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     from nqf.experiments.divergence import unstable_lr
 
     lam_arr, y_arr = np.asarray(lam, float), np.asarray(y, float)
-    z_star, _ = nnls(lam_arr, y_arr)  # the end point the modes settle at (nqf.experiments.common.min_loss)
+    z_star, _ = nnls(lam_arr, y_arr)  # the end point the modes settle at (nqf.experiments.structure_files.min_loss)
     problems = unstable_lr(cfg["lr"], cfg["loss"], y_arr.size, 8.0 / y_arr.size * lam_arr.T @ lam_arr, z_star)
     if problems:
         return problems

@@ -36,18 +36,15 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from nqf.experiments.common import (
-    NOT_REACHED,
-    Claim,
-    ErrorBudget,
-    claims_dataset,
+from nqf.experiments.claims import NOT_REACHED, Claim, ErrorBudget, claims_dataset
+from nqf.experiments.contract import PaperFigure
+from nqf.experiments.matching import check_runs
+from nqf.experiments.sweeps import (
     grid_cell,
     grid_runs,
     per_arch_dataset,
     teacher_generator,
 )
-from nqf.experiments.contract import PaperFigure
-from nqf.experiments.matching import check_runs
 from nqf.theory.losses import flow_lr
 from nqf.training.loop import log_step_grid
 
@@ -113,8 +110,8 @@ def estimate(cfg: dict) -> dict:
     """A floor for the largest run (nqf.experiments.machine): the train and test inputs, the
     weights of the network and its two NQFs for every init variance x seed of a job (with
     gradients and optimizer states) and their activations on the training set."""
-    from nqf.training.deep import build_deep
     from nqf.experiments.machine import BYTES, job_seeds, largest_run
+    from nqf.training.deep import build_deep
 
     R, n, held = 2 * job_seeds(cfg), int(cfg["n_train"]), int(cfg["n_train"]) + int(cfg["n_test"])
     runs = []

@@ -10,7 +10,7 @@ Eq. 26 flow by c lr (c = 1, 1/2, m, m/2); runs record time in that clock and los
 units, and the theory is evaluated on the same clock, so every claim is convention-free.
 
 Claims (summary rows) and how their tolerances are set, each from the run's own error budget
-times ``tolerances.safety_factor`` (nqf.experiments.common.ErrorBudget):
+times ``tolerances.safety_factor`` (nqf.experiments.claims.ErrorBudget):
 
 * ignition time t*_k (half saturation of z_k, measured at the level r_k / (2 C_kk), the
   saturation GD shares with the flow) vs Theorem 8. GD multiplies z by (1 + eta g / 2)^2 per
@@ -26,12 +26,12 @@ times ``tolerances.safety_factor`` (nqf.experiments.common.ErrorBudget):
 * the numerical GLV against Theorem 6: the integrator's local error control on ln z
   (rtol |ln z| + atol); the flow is non-expansive in ln z (d delta / dt = -C z delta).
 * Assumption 1 (shared eigenbasis): holds by construction for diagonal data (checks
-  "construction", nqf.experiments.common.CHECKS): stated, not measured.
+  "construction", nqf.experiments.claims.CHECKS): stated, not measured.
 
 A run too short for a row is not a miss: an ignition or a drop that was not measured because
 its prediction (plus its tolerance) lies beyond the run's end, and the trajectory row when no
 mode ignites within the run, say "not reached: run too short" with the steps that would reach
-them (nqf.experiments.common.run_too_short) and are not judged. ``check`` refuses such a config
+them (nqf.experiments.claims.run_too_short) and are not judged. ``check`` refuses such a config
 before any job starts: the run must reach the slowest mode's half saturation (Theorem 8) delayed
 by twice GD's O(lr) lag (:func:`needed_times`), which covers its loss drop too (it comes earlier).
 """
@@ -43,12 +43,11 @@ import numpy as np
 import xarray as xr
 
 from nqf.data.orthogonal import random_orthogonal
-from nqf.experiments.common import (
+from nqf.experiments.claims import (
     LAG_MARGIN,
     Claim,
     ErrorBudget,
     claims_dataset,
-    lv_from_structure,
     reach_problems,
 )
 from nqf.experiments.contract import PaperFigure
@@ -63,6 +62,7 @@ from nqf.experiments.diagonal_gd import (
     level_crossings,
     train_gd_run,
 )
+from nqf.experiments.structure_files import lv_from_structure
 from nqf.theory.ignition import ignition_times, predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL, glv, logistic_solution

@@ -20,7 +20,7 @@ the theory's clock are both t = h step, so every prediction is exact under every
 Verdicts (summary rows): the paper's claim (Fig. 3 right: GD's slope matches (alpha1 - 1)/alpha2
 before the finite-size cutoff), Theorem 9 with App. C's finite-eps correction, and Theorem 6's
 exact curve are each compared with the GD exponent within a tolerance built from the run's
-error budget (nqf.experiments.common.ErrorBudget) times ``tolerances.safety_factor``; the
+error budget (nqf.experiments.claims.ErrorBudget) times ``tolerances.safety_factor``; the
 budget's terms (GD's O(lr) bias, seed CI, staircase ripple, finite-eps and finite-size
 deviations) are described in nqf.experiments.powerlaw, which both power-law kinds share.
 
@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.claims import Claim, ErrorBudget, claims_dataset
 from nqf.experiments.contract import PaperFigure
+from nqf.experiments.machine import seed_draw
 from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (
     SHIFTS,
@@ -49,7 +50,6 @@ from nqf.experiments.powerlaw import (
     train_loss_only,
     window_reach_problems,
 )
-from nqf.experiments.machine import seed_draw
 from nqf.theory.ignition import predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import logistic_solution

@@ -157,7 +157,7 @@ def window_problems(cfg: dict) -> list[tuple[str, str]]:
     the second mode's ignition. A run that stops inside or short of the window the theory assigns
     is not refused: that is a reading of the paper's stated lr and steps, whose rows then say they
     were not reached (the horizon row records it)."""
-    from nqf.experiments.common import reach_problems
+    from nqf.experiments.claims import reach_problems
 
     dt = flow_lr(cfg["lr"], cfg["loss"], int(cfg["M"]))
     for theta, steps, full in zip(cfg["thetas"], theta_steps(cfg), theory_windows(cfg)):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import (
+from nqf.experiments.claims import (
     Claim,
     ErrorBudget,
     claims_dataset,

@@ -22,7 +22,7 @@ eta = c lr, with n = m, the (sample, output) pairs the NQF's loss averages over 
 structure statistics); runs record time in that clock, so Theorem 8's times apply as they are.
 
 Claims and their tolerances (``tolerances.safety_factor`` times the run's error budget,
-nqf.experiments.common.ErrorBudget). GD multiplies z_k by (1 + eta g / 2)^2 per step where the
+nqf.experiments.claims.ErrorBudget). GD multiplies z_k by (1 + eta g / 2)^2 per step where the
 flow multiplies it by exp(eta g) (g = d ln z_k / dt <= r_k = a zeta_k), so it reaches a level z
 later by (eta / 4) ln(z / z_k(0)):
 
@@ -50,7 +50,7 @@ later by (eta / 4) ln(z / z_k(0)):
 A run too short for an ignition is not a miss: an aligned replica or a Gaussian seed whose
 ignition was not measured because its Theorem 8 time (plus the row's tolerance) lies beyond the
 run's end makes the rows that need it say "not reached: run too short" with the steps that would
-reach it (nqf.experiments.common.run_too_short) and not judged. ``check`` refuses steps below the
+reach it (nqf.experiments.claims.run_too_short) and not judged. ``check`` refuses steps below the
 slowest aligned ignition before any job starts (:func:`needed_times`).
 """
 from __future__ import annotations
@@ -63,8 +63,8 @@ import xarray as xr
 
 from nqf.errors import ConfigError
 from nqf.experiments.init_scaling import fitting as fits
-from nqf.experiments.matching import check_runs
 from nqf.experiments.machine import generic_estimate, seed_draw
+from nqf.experiments.matching import check_runs
 from nqf.theory.ignition import predicted_ignition_times, predicted_seed_scatter
 from nqf.theory.mode_theory import ordered_seed_scatter, reduce_modes, slope_fit
 from nqf.training.loop import train
@@ -116,7 +116,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
     loss = cfg.get("loss", "mean")
     if loss not in ("mean", "half_mean"):  # c = m or m/2: m is the design's, known once it is built
         return []
-    from nqf.experiments.common import LAG_MARGIN, reach_problems
+    from nqf.experiments.claims import LAG_MARGIN, reach_problems
     from nqf.theory.losses import flow_lr
 
     rates, eps = np.asarray(cfg["rates"], float), np.asarray(cfg["eps"], float)
@@ -132,7 +132,7 @@ def needed_times(rates, eps, eta: float) -> tuple[np.ndarray, np.ndarray]:
     it), both (eps, mode). The aligned init starts z_k at eps z*_k, so t*_k = ln((1 - eps) / eps) / r_k
     in every regime (r_k = a zeta_k, the configured rate); the run must reach t*_k delayed by
     LAG_MARGIN times GD's first-order lag (eta / 4) ln(1 / (2 eps))."""
-    from nqf.experiments.common import LAG_MARGIN
+    from nqf.experiments.claims import LAG_MARGIN
 
     rates, eps = np.asarray(rates, float), np.asarray(eps, float)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import (
+from nqf.experiments.claims import (
     LAG_MARGIN,
     Claim,
     ErrorBudget,

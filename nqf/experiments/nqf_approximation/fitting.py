@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.architectures import higher_order
-from nqf.experiments.common import Claim, ErrorBudget, claims_dataset
+from nqf.experiments.claims import Claim, ErrorBudget, claims_dataset
 from nqf.theory.spectra import deviation
 
 KIND = __name__.split(".")[-2]  # the kind folder this fit stage sits in (it does not import the kind module)

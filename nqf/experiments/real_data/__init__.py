@@ -42,8 +42,8 @@ from nqf.architectures import title
 from nqf.data.datasets import load_digit_task
 from nqf.errors import ConfigError
 from nqf.experiments.contract import PaperFigure
-from nqf.experiments.real_data import fitting as fits
 from nqf.experiments.matching import check_runs
+from nqf.experiments.real_data import fitting as fits
 from nqf.training.loop import train
 
 if TYPE_CHECKING:
@@ -198,8 +198,8 @@ def _npz_part(path, arrays: dict, n: int, images: int) -> dict:
     int64), added to the ``images`` bytes of the ``n`` images the run keeps."""
     from pathlib import Path
 
-    from nqf.io.write_failures import size_text
     from nqf.experiments.npz_check import array_bytes
+    from nqf.io.write_failures import size_text
 
     sizes = {k: array_bytes(*arrays[k]) for k in arrays}
     labels = sum(8 * (arrays[k][0][0] if arrays[k][0] else 1) for k in ("y_train", "y_test"))  # as int64

@@ -33,7 +33,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.architectures import higher_order
-from nqf.experiments.common import NOT_REACHED, Claim, ErrorBudget, claims_dataset
+from nqf.experiments.claims import NOT_REACHED, Claim, ErrorBudget, claims_dataset
 
 KIND = __name__.split(".")[-2]  # the kind folder this fit stage sits in (it does not import the kind module)
 PAPER_SOURCE = ("Fig. 7 / App. C: 'the original models and their corresponding NQFs exhibit indistinguishable "

@@ -11,7 +11,7 @@ Eq. 26 flow by c lr; runs record time in that clock and losses in Eq. 26 units, 
 is evaluated on the same clock.
 
 Claims and their tolerances (``tolerances.safety_factor`` times the run's error budget,
-nqf.experiments.common.ErrorBudget). GD multiplies z_k by (1 + eta g_k / 2)^2 per step where
+nqf.experiments.claims.ErrorBudget). GD multiplies z_k by (1 + eta g_k / 2)^2 per step where
 the flow multiplies it by exp(eta g_k) (g_k = -(8/m) lambda_mu,k Delta_mu, at most zeta_mu):
 ln z_k grows at g (1 - eta g / 4), so GD reaches a level z later by (eta / 4) ln(z / z0),
 eta = c lr. A sample's output is led by its fastest mode, so its ignition (f_mu = y_mu / 2)
@@ -28,7 +28,7 @@ is late by (eta / 4) ln(z_lead / eps) / t* relative (about eta zeta_mu / 4):
 A run too short for a row is not a miss: a sample's ignition or a loss drop that was not measured
 because its prediction (plus its tolerance) lies beyond the run's end, and the trajectory row when
 no sample ignites within the run, say "not reached: run too short" with the steps that would reach
-them (nqf.experiments.common.run_too_short) and are not judged; the trajectory row's GD budget
+them (nqf.experiments.claims.run_too_short) and are not judged; the trajectory row's GD budget
 covers the run only (eta zeta_mu^2 min(t_end, t*_mu) / 4). ``check`` refuses such a config before
 any job starts (:func:`needed_times`).
 """
@@ -39,12 +39,11 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import (
+from nqf.experiments.claims import (
     LAG_MARGIN,
     Claim,
     ErrorBudget,
     claims_dataset,
-    lv_from_structure,
     reach_problems,
 )
 from nqf.experiments.contract import PaperFigure
@@ -59,6 +58,7 @@ from nqf.experiments.diagonal_gd import (
     level_crossings,
     train_gd_run,
 )
+from nqf.experiments.structure_files import lv_from_structure
 from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.theory.ignition import ignition_times
 from nqf.theory.losses import flow_lr

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.common import claims_dataset
+from nqf.experiments.claims import claims_dataset
 from nqf.experiments.contract import PaperFigure
+from nqf.experiments.machine import seed_draw
 from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (
     SHIFTS,
@@ -41,7 +42,6 @@ from nqf.experiments.powerlaw import (
     train_loss_only,
     window_reach_problems,
 )
-from nqf.experiments.machine import seed_draw
 from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.scaling import predict_exponent

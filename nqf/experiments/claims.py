@@ -1,26 +1,24 @@
-"""Pieces shared by every experiment kind: data files <-> structure forms, the structure
-stage, run ids over a grid of two config lists, per-architecture Datasets, summary claims, and
-logging for workflow jobs."""
+"""Claims: the rows of results/summary.csv. A kind's fit judges measurements against predictions
+with a stated error budget (:class:`ErrorBudget`) into :class:`Claim` rows, says when a run was too
+short to judge, and writes them as the claims of its fit file."""
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
-from scipy.optimize import nnls
-
-from nqf.theory.lotka_volterra import LotkaVolterra
 
 if TYPE_CHECKING:
-    import torch
 
-    from nqf.theory.forms import StructureForm
+    pass
+
 
 SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "predicted", "measured",
                    "rel_error", "tolerance", "tolerance_source", "passed", "judged", "note")
+
+
 # What a summary row checks: a claim of the paper (its figure and sentence in ``source``), a
 # theorem of the paper checked against training (the theorem in ``source``), a claim of this
 # project (stricter measures, quantities the paper does not report), or "construction": a
@@ -30,177 +28,24 @@ SUMMARY_COLUMNS = ("experiment", "quantity", "checks", "source", "reading", "pre
 # with a ``source`` that begins "holds by construction (...)"; it is not evidence, and counts of
 # checked rows leave it out.
 CHECKS = ("paper", "theorem", "ours", "construction")
+
+
 # A row whose measured quantity the run could not reach (a crossing time beyond its end, a window
 # it stops before) is written with judged = False, passed = False and a note that begins with
 # NOT_REACHED: it is neither a pass nor a miss, counts of checked rows leave it out, and a figure
 # whose paper rows were not reached says it was not judged at this run length (nqf.experiments.
 # reproduction), never that its claim does not hold.
 NOT_REACHED = "not reached: run too short"
+
+
 # How far past a predicted crossing a run must go, in units of GD's first-order lag (eta / 4) ln(z / z0)
 # there: GD crosses about one lag late, and the margin keeps the crossing inside the run.
 LAG_MARGIN = 2.0
+
+
 # The words for a row whose tolerance is as large as the range of the quantity it bounds: such a
 # row cannot tell a right theory from a wrong one, so it is not judged either.
 TOLERANCE_OFF_SCALE = "not judged: the tolerance is off the scale"
-# A teacher's random stream starts this far past its data seed, away from the students' init
-# seeds (small integers), so that no student starts along the teacher (seed 0 is not the teacher).
-TEACHER_SEED_OFFSET = 1_000_003
-
-
-def teacher_generator(data_seed: int) -> torch.Generator:
-    """The torch generator a kind draws its teacher (and then the teacher's inputs) from."""
-    import torch
-
-    return torch.Generator().manual_seed(TEACHER_SEED_OFFSET + data_seed)
-
-
-def form_to_dataset(form: StructureForm) -> xr.Dataset:
-    """Store a batch of structure matrices in its compact form."""
-    # torch and nqf.theory.forms are imported where needed: the fit, figure and summary jobs run without them
-    from nqf.theory.forms import DiagonalForm
-
-    if isinstance(form, DiagonalForm):
-        ds = xr.Dataset({"A_diag": (("sample", "param"), form.diag.cpu().numpy(), {
-            "units": "1", "long_name": "diagonal of the structure matrix A(x_mu)"})})
-        ds.attrs["structure_form"] = "diagonal"
-        return ds
-    A = form.dense().cpu().numpy()
-    ds = xr.Dataset({"A": (("sample", "param", "param_j"), A, {
-        "units": "1", "long_name": "structure matrix A(x_mu)"})})
-    ds.attrs["structure_form"] = "dense"
-    return ds
-
-
-def form_from_dataset(ds: xr.Dataset) -> StructureForm:
-    """Inverse of :func:`form_to_dataset`."""
-    import torch
-
-    from nqf.theory.forms import DenseForm, DiagonalForm
-
-    kind = ds.attrs.get("structure_form")
-    if kind == "diagonal":
-        return DiagonalForm(torch.as_tensor(ds["A_diag"].values, dtype=torch.float64))
-    if kind == "dense":
-        return DenseForm(torch.as_tensor(ds["A"].values, dtype=torch.float64))
-    raise ValueError(f"Unknown structure_form {kind!r} in the data file.")
-
-
-def min_loss(lv: LotkaVolterra) -> tuple[float, np.ndarray]:
-    """Smallest loss reachable with z >= 0 (non-negative least squares) and its minimiser."""
-    z, _ = nnls(lv.lam, lv.y)
-    return float(lv.loss(z)), z
-
-
-def data_rank(form: StructureForm, rtol: float = 1e-10) -> int:
-    """Theorem 3's k_V: the dimension of the span of all columns of all A_mu.
-
-    The column space of sum_mu A_mu^2 (a sum of PSD matrices) is the union of the column
-    spaces of the A_mu, so k_V is its numerical rank.
-    """
-    import torch
-
-    from nqf.theory.forms import DiagonalForm
-
-    if isinstance(form, DiagonalForm):
-        scale = form.diag.abs().max().item() or 1.0
-        return int((form.diag.abs().amax(0) > rtol * scale).sum())
-    A = form.dense()
-    S = torch.einsum("mpq,mqr->pr", A, A)
-    eig = torch.linalg.eigvalsh(S)
-    return int((eig > rtol * max(eig.abs().max().item(), 1e-300)).sum())
-
-
-def second_moment_dataset(form: StructureForm, y) -> xr.Dataset:
-    """The second-moment operator K(X) = (4/m) sum <A_mu, X> A_mu in its compact form.
-
-    Diagonal data: K acts on diag(X) as the (p, p) matrix ``K_diag``. Otherwise K acts on
-    symmetric matrices in orthonormal svec coordinates (upper triangle, row-major, off-diagonal
-    entries times sqrt 2) as ``K_svec`` or, when its rank is small, as ``K_factor`` F with K = F F^T.
-    Data too large for one pass in memory get an explanatory attribute instead.
-    """
-    from nqf.theory.mflow import SecondMoment
-
-    try:
-        sm = SecondMoment.from_form(form, y)
-    except ValueError as exc:
-        return xr.Dataset(attrs={"second_moment": f"not stored: {exc}"})
-    if sm.diagonal:
-        return xr.Dataset({"K_diag": (("param", "param_j"), sm.kmat, {
-            "units": "1", "long_name": "second-moment operator on diagonals: diag K(X) = K_diag @ diag(X)"})})
-    convention = "svec: upper triangle of X, row-major, off-diagonal entries times sqrt(2)"
-    if sm.factor is not None:
-        return xr.Dataset({"K_factor": (("svec", "rank"), sm.factor, {
-            "units": "1", "long_name": "factor F of the second-moment operator, K = F F^T",
-            "coordinates_convention": convention})})
-    return xr.Dataset({"K_svec": (("svec", "svec_j"), sm.kmat, {
-        "units": "1", "long_name": "second-moment operator K in svec coordinates",
-        "coordinates_convention": convention})})
-
-
-def structure_dataset(form: StructureForm, y) -> tuple[xr.Dataset, LotkaVolterra]:
-    """The statistics the theory needs: Y, Lotka-Volterra r and C, the shared-basis residuals."""
-    import torch
-
-    lv = LotkaVolterra.from_data(form, y)
-    m = form.m
-    Y = form.weighted_sum(torch.as_tensor(4.0 / lv.samples * lv.y, dtype=torch.float64)).cpu().numpy()
-    loss_min, z_inf = min_loss(lv)
-    ds = xr.Dataset(
-        {
-            "r": ("mode", lv.r, {"units": "1", "long_name": "Lotka-Volterra growth rate r_k = (8/m) sum lambda_mu,k y_mu"}),
-            "C": (("mode", "mode_j"), lv.C, {"units": "1", "long_name": "Lotka-Volterra interaction C_kj = (8/m) sum lambda_mu,k lambda_mu,j"}),
-            "lam": (("sample", "mode"), lv.lam, {"units": "1", "long_name": "eigenvalue lambda_mu,k of A(x_mu) in the shared basis"}),
-            "basis": (("param", "mode"), lv.basis, {"units": "1", "long_name": "shared eigenbasis P (columns)"}),
-            "Y_matrix": (("param", "param_j"), Y, {"units": "1", "long_name": "Y = (4/m) sum_mu y_mu A(x_mu)"}),
-            "y": ("sample", lv.y, {"units": "1", "long_name": "target y_mu"}),
-            "z_final": ("mode", z_inf, {"units": "1", "long_name": "non-negative least-squares end point of z_k"}),
-        },
-        coords={"mode": np.arange(lv.modes), "mode_j": np.arange(lv.modes), "sample": np.arange(m)},
-    )
-    ds["commutator_residual"] = ((), lv.residuals["commutator"], {
-        "units": "1", "long_name": "max_mu |[A_mu, S]|_F / (|A_mu| |S|) for a random combination S (0 under Assumption 1)"})
-    ds["off_diagonal_residual"] = ((), lv.residuals["off_diagonal"], {
-        "units": "1", "long_name": "max_mu |offdiag(P^T A_mu P)|_F / |A_mu|_F"})
-    ds["min_loss"] = ((), loss_min, {"units": "1", "long_name": "smallest loss reachable with z >= 0"})
-    ds["C_is_diagonal"] = ((), lv.is_diagonal, {"long_name": "C is diagonal (Theorem 6 applies)"})
-    ds = ds.merge(second_moment_dataset(form, lv.y))
-    ds["k_V"] = ((), data_rank(form), {
-        "long_name": "Theorem 3 rank: dim span of all columns of all A_mu (width k_V + 1 suffices)"})
-    return ds, lv
-
-
-def lv_from_structure(ds: xr.Dataset) -> LotkaVolterra:
-    """Rebuild the reduction stored by :func:`structure_dataset`."""
-    return LotkaVolterra(r=ds["r"].values, C=ds["C"].values, lam=ds["lam"].values,
-                         y=ds["y"].values,
-                         basis=ds["basis"].values,
-                         residuals={"commutator": float(ds["commutator_residual"]),
-                                    "off_diagonal": float(ds["off_diagonal_residual"])})
-
-
-def grid_runs(cfg: dict, run_id, rows: str, cols: str) -> list[str]:
-    """The run ids of an experiment with one run per pair of entries of two config lists (e.g.
-    architectures x optimizers): ``run_id(row, col)``, rows outermost."""
-    return [run_id(a, b) for a in cfg[rows] for b in cfg[cols]]
-
-
-def grid_cell(cfg: dict, run: str, run_id, rows: str, cols: str) -> tuple:
-    """The (row, col) entries whose run id (:func:`grid_runs`) is ``run``; a ValueError naming the
-    experiment's runs where there is none."""
-    for a in cfg[rows]:
-        for b in cfg[cols]:
-            if run_id(a, b) == run:
-                return a, b
-    raise ValueError(f"Run {run!r} is not one of this experiment's runs "
-                     f"({', '.join(grid_runs(cfg, run_id, rows, cols))}).")
-
-
-def per_arch_dataset(kind: str, archs: list, **variables) -> xr.Dataset:
-    """A Dataset of one number per architecture (dimension ``arch``): each keyword is a variable,
-    ``name=(values, long_name)`` (units 1)."""
-    return xr.Dataset({name: ("arch", values, {"units": "1", "long_name": long_name})
-                       for name, (values, long_name) in variables.items()},
-                      coords={"arch": archs}, attrs={"experiment_kind": kind})
 
 
 @dataclass
@@ -435,35 +280,3 @@ def summary_rows(exp_id: str, fit: xr.Dataset) -> list[dict]:
             "note": text("claim_note", i),
         })
     return rows
-
-
-class _JobLog(logging.FileHandler):
-    """A workflow job's log file. A message it cannot take (the disk filled up, a quota) is said
-    once on stderr in nqf's words (nqf.io.write_failures), not with logging's traceback per message;
-    the messages still reach stderr, and the end of the run names the full disk (nqf.pipeline.job_failures)."""
-
-    told = False
-
-    def handleError(self, record):
-        import sys
-
-        from nqf.io.write_failures import write_error
-
-        exc = sys.exc_info()[1]
-        error = write_error(self.baseFilename, exc) if isinstance(exc, OSError) else None
-        if error is None:
-            return super().handleError(record)
-        if not self.told:
-            self.told = True
-            print(f"nqf: {error} The job's further messages are on stderr only.", file=sys.stderr)
-
-
-def log_to_file(path: str | None) -> None:
-    """Send nqf's progress messages to a workflow job's log file (and stderr). Raises OSError
-    where the log cannot be opened (nqf.pipeline.jobs says why in one sentence)."""
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
-    if path:
-        handlers.append(_JobLog(path, mode="w"))
-    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True,
-                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    logging.getLogger("nqf").setLevel(logging.INFO)

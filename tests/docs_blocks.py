@@ -1,6 +1,6 @@
 """The fenced code blocks of README.md and docs/**/*.md, each with the test marker on the line
 before it (docs/development.md, "Documentation and its tests"), and the checks the markers ask for
-that do not run the block. Used by tests/library/test_docs_code.py and
+that do not run the block. Used by tests/package/test_docs_code.py and
 tests/workflow/test_docs_results.py; importable as ``docs_blocks`` (tests/ is on the path)."""
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from helpers import time_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,7 +121,7 @@ def placeholder(word: str) -> bool:
 @functools.cache
 def options_of(*cmd: str) -> frozenset[str]:
     """The options a command's --help lists."""
-    text = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
+    text = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit(120), cwd=ROOT).stdout
     return frozenset(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
 
 

@@ -17,17 +17,56 @@ def read_test_config() -> dict:
 
 # -- experiments ---------------------------------------------------------------------------------
 
-def kind_config(kind: str, **keys) -> dict:
-    """One experiment of ``kind`` with ``keys``, validated (the schema fills the defaults)."""
+# The unit tests' small experiments, one place for every kind whose tests share sizes: what
+# experiment_config starts from (base="small"). The tests' runtimes and tolerances are set for these
+# sizes; a test that needs other values passes them as keys. A kind not listed starts from its
+# schema defaults.
+SMALL = {
+    "deep": {"architectures": ["mlp"], "optimizers": ["gd"], "seeds": [0], "n_test": 100, "n_record": 60},
+    "init_scaling": {"modules": []},
+    "nqf_approximation": {
+        "architectures": ["mlp"], "n_samples": 100, "n_outputs": 4, "singular_values": [1.0, 0.5, 0.25],
+        "seeds": [0, 1], "sizes": {"mlp": {"D": 10, "width": 64}}, "steps": {"mlp": 200},
+        "lr": {"mlp": {"adam": 0.002}}, "n_record": 51, "input_norm": 1.0},
+    "real_data": {
+        "dataset": "digits8x8", "n_train": 120, "n_test": 60, "seeds": [0, 1], "n_record": 6,
+        "steps": {"mlp": 30, "cnn": 30, "qk_self_attention": 30},
+        "sizes": {"cnn": {"width": 8, "kernel": [4, 4]}, "qk_self_attention": {"d_k": 8, "width": 3}},
+        "input_norm": 1.0},
+    "teacher_student": {
+        "description": "test", "architectures": ["mlp", "qk_head"],
+        "sizes": {"mlp": {"D": 6, "width": 12}, "qk_head": {"D": 4, "d_k": 2, "width": 2, "seq_len": 5}},
+        "teacher_std": 1.0, "teacher_fan_in": False, "n_probe": 64, "data_seed": 0,
+        "lr": {"mlp": 0.05, "qk_head": 0.02}, "steps": {"mlp": 40, "qk_head": 40}, "batch_size": 16,
+        "eps": 1e-3, "seeds": [0, 1], "threshold": 0.05, "loss": "mean", "sustain_steps": 3,
+        "tolerances": {"min_agree_steps": 10, "parting_cv": 0.25}},
+}
+BASES = ("small", "schema", "test")
+
+
+def experiment_config(kind: str, *, base: str = "small", m=None, **keys) -> dict:
+    """One experiment of ``kind``, validated (the schema fills what is not given): ``keys`` over
+    ``base``, which is "small" (the kind's entry of SMALL, none for a kind not listed), "schema"
+    (nothing: the schema's defaults) or "test" (the first experiment of the kind in
+    config/test.yaml, the workflow tests' tiny config). ``m`` is set after validation and may go
+    below the schema's minimum of 20, for unit tests of the data and dynamics (the schema keeps
+    workflow runs at sizes a power law needs)."""
+    import copy
+
     from nqf.pipeline.config import validate_config
 
-    return validate_config({"experiments": {"e": {"kind": kind, **keys}}})["experiments"]["e"]
-
-
-def small_m_config(kind: str, m=None, **keys) -> dict:
-    """:func:`kind_config`; ``m`` may go below the schema's minimum of 20 for unit tests of the
-    data and dynamics (the schema keeps workflow runs at sizes a power law needs)."""
-    cfg = kind_config(kind, **keys)
+    if base == "small":
+        start = SMALL.get(kind, {})
+    elif base == "schema":
+        start = {}
+    elif base == "test":
+        start = next((e for e in read_test_config()["experiments"].values() if e["kind"] == kind), None)
+        if start is None:
+            raise ValueError(f"config/test.yaml has no experiment of kind {kind!r}")
+    else:
+        raise ValueError(f"base must be one of {BASES}, not {base!r}")
+    exp = {**copy.deepcopy(start), "kind": kind, **keys}
+    cfg = validate_config({"experiments": {"e": exp}})["experiments"]["e"]
     if m is not None:
         cfg["m"] = m
     return cfg
@@ -63,21 +102,43 @@ def claim_rows(fit, part: str = "", *, at_start: bool = False) -> list[tuple[str
             if (str(q).startswith(part) if at_start else part in str(q))]
 
 
+# -- time limits ---------------------------------------------------------------------------------
+
+def _positive_env(name: str, default: str) -> float:
+    import os
+
+    value = os.environ.get(name, default)
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, not {value!r}") from None
+    if not number > 0:
+        raise ValueError(f"{name} must be positive, not {value!r}")
+    return number
+
+
+def timeout_scale() -> float:
+    """NQF_TEST_TIMEOUT_SCALE, default 1: the factor on every time limit of the tests (a
+    subprocess's timeout, a time budget a test asserts). The limits are set for 2 free cores; a
+    loaded or slower machine raises the factor (3 lets every limit take three times as long)."""
+    return _positive_env("NQF_TEST_TIMEOUT_SCALE", "1")
+
+
+def time_limit(seconds: float) -> float:
+    """A time limit of ``seconds`` on 2 free cores, scaled by NQF_TEST_TIMEOUT_SCALE."""
+    return seconds * timeout_scale()
+
+
 # -- workflow ------------------------------------------------------------------------------------
 
 def snakemake_timeout() -> float:
-    """Seconds one snakemake call of a workflow test may take: NQF_TEST_TIMEOUT_S, default 1800
-    (the test config's whole run takes ~4 min on 2 free cores; a loaded machine needs more)."""
+    """Seconds one snakemake call of a workflow test may take: NQF_TEST_TIMEOUT_S where set,
+    else time_limit(1800) (the test config's whole run takes ~4 min on 2 free cores)."""
     import os
 
-    value = os.environ.get("NQF_TEST_TIMEOUT_S", "1800")
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ValueError(f"NQF_TEST_TIMEOUT_S must be a number of seconds, not {value!r}") from None
-    if not seconds > 0:
-        raise ValueError(f"NQF_TEST_TIMEOUT_S must be positive, not {value!r}")
-    return seconds
+    if "NQF_TEST_TIMEOUT_S" in os.environ:
+        return _positive_env("NQF_TEST_TIMEOUT_S", "")
+    return time_limit(1800)
 
 
 def snakemake(workdir, *args, check=True) -> subprocess.CompletedProcess:

@@ -21,6 +21,8 @@ import nqf
 from nqf.architectures import ARCHITECTURES, MODULES, QUADRATIC_MODELS, unvec, vec
 from nqf.theory.taylor import convergence_errors
 
+from helpers import time_limit
+
 F64 = torch.float64
 ALL = list(ARCHITECTURES)
 
@@ -421,7 +423,8 @@ def test_registry_facts_load_without_torch():
             "assert title('mlp', 'Fig. 6') and higher_order('cnn') and len(MODULES) > 5\n"
             "assert selection('effective_matrix') and load_schema()\n"
             "print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=time_limit(300))
     assert out.stdout.strip() == "False"
 
 

@@ -17,13 +17,13 @@ from nqf.experiments import collapse
 from nqf.experiments.common import CHECKS
 from nqf.theory.losses import loss_factor
 
-from helpers import claim_rows, kind_config, stage_chain
+from helpers import claim_rows, experiment_config, stage_chain
 
 SMALL = dict(architectures=["diagonal", "rectangular"], r=[1.0, 0.4], eps=[1e-3, 1e-6], seeds=[0, 1], tau_max=3.5,
              n_record=120)
 
 
-config = functools.partial(kind_config, "collapse")
+config = functools.partial(experiment_config, "collapse")
 pipeline = functools.partial(stage_chain, collapse)
 
 

@@ -16,10 +16,10 @@ from nqf.experiments import competition
 from nqf.experiments.common import CHECKS
 from nqf.theory.losses import loss_factor
 
-from helpers import claim_rows, kind_config, stage_chain
+from helpers import claim_rows, experiment_config, stage_chain
 
 
-config = functools.partial(kind_config, "competition")
+config = functools.partial(experiment_config, "competition")
 pipeline = functools.partial(stage_chain, competition)
 
 

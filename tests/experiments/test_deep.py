@@ -7,7 +7,7 @@ from nqf.experiments import deep as K, run_config, stage_config, structure_of
 from nqf.experiments.deep import escape_deviation, escape_step
 from nqf.theory.losses import loss_factor
 
-from helpers import kind_config
+from helpers import experiment_config
 
 
 def test_escape_step_interpolates_in_log_loss():
@@ -19,17 +19,12 @@ def test_escape_step_interpolates_in_log_loss():
     assert escape_deviation(np.exp(-0.2 * steps)[None], loss, steps, 0.5)[0] == pytest.approx(0.5, rel=1e-12)
 
 
-def deep_config(**over):
-    return kind_config("deep", **{"architectures": ["mlp"], "optimizers": ["gd"], "seeds": [0], "n_test": 100,
-                                  "n_record": 60, **over})
-
-
 def test_loss_convention_changes_only_the_clock():
     """GD on c L_Eq.26 with lr / c (c = n/2 for half_sum, n = 50 samples) is GD on L_Eq.26 with lr
     up to rounding (lr / c * c is lr to one ulp): every recorded loss of the three models and the
     truncation agree to 1e-10 relative in float64 over 60 steps of the plateau (no loss near
     underflow), and the time coordinate c (lr / c) step to 1e-12."""
-    ref_cfg = deep_config(n_train=50, steps={"mlp": {"gd": 60}})
+    ref_cfg = experiment_config("deep", n_train=50, steps={"mlp": {"gd": 60}})
     c = loss_factor("half_sum", 50)
     cfg = dict(ref_cfg, loss="half_sum", lr={"mlp": {"gd": ref_cfg["lr"]["mlp"]["gd"] / c}})
     data = K.make_data(stage_config(ref_cfg, "data"))
@@ -45,7 +40,7 @@ def test_loss_convention_changes_only_the_clock():
 def sum_convention_run():
     """The MLP with GD under the sum convention, lr 0.05 / n_train (flow step 0.05, the default's),
     one seed, 600 steps: the network escapes its plateau at step ~335 (small init) and ~50 (large)."""
-    cfg = deep_config(loss="sum", lr={"mlp": {"gd": 0.05 / 200}}, steps={"mlp": {"gd": 600}})
+    cfg = experiment_config("deep", loss="sum", lr={"mlp": {"gd": 0.05 / 200}}, steps={"mlp": {"gd": 600}})
     data = K.make_data(stage_config(cfg, "data"))
     runs = {r: K.train_run(data, run_config(cfg, r), r, device="cpu") for r in K.runs(cfg)}
     structure = structure_of(data, stage_config(cfg, "structure"))

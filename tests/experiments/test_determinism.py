@@ -2,20 +2,14 @@
 different ones, and every run records the seeds it used."""
 import numpy as np
 
-from nqf.pipeline.config import validate_config
 from nqf.experiments import featurewise_powerlaw as fpl
 from nqf.experiments import teacher_student as ts
 
-from helpers import read_test_config
-
-
-def config_of(kind_id):
-    cfg = read_test_config()["experiments"][kind_id]
-    return validate_config({"experiments": {kind_id: cfg}})["experiments"][kind_id]
+from helpers import experiment_config
 
 
 def test_seeded_runs_repeat_exactly_and_differ_across_seeds():
-    cfg = {**config_of("featurewise_powerlaw"), "steps": 300}
+    cfg = {**experiment_config("featurewise_powerlaw", base="test"), "steps": 300}
     data = fpl.make_data(cfg)
     a = fpl.train_run(data, cfg, "seeds", device="cpu")
     b = fpl.train_run(data, cfg, "seeds", device="cpu")
@@ -26,7 +20,7 @@ def test_seeded_runs_repeat_exactly_and_differ_across_seeds():
 
 
 def test_online_sgd_records_its_seeds_and_repeats():
-    cfg = config_of("teacher_student")
+    cfg = experiment_config("teacher_student", base="test")
     data = ts.make_data(cfg)
     run = ts.runs(cfg)[0]
     a = ts.train_run(data, cfg, run, device="cpu")

@@ -19,13 +19,13 @@ from nqf.experiments import featurewise
 from nqf.experiments.common import CHECKS, structure_dataset
 from nqf.theory.losses import loss_factor
 
-from helpers import claim_rows, kind_config, stage_chain
+from helpers import claim_rows, experiment_config, stage_chain
 
 R = np.array([1.0, 0.5, 0.25, 0.125, 0.0625])
 EPS = 1e-5
 
 
-paper_config = functools.partial(kind_config, "featurewise")
+paper_config = functools.partial(experiment_config, "featurewise")
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.theory.scaling import count_drops, count_resolved
 from nqf.training.loop import log_step_grid
 
-from helpers import small_m_config
+from helpers import experiment_config
 
 
-config = functools.partial(small_m_config, F.KIND)
+config = functools.partial(experiment_config, F.KIND)
 
 
 @pytest.mark.parametrize("m, alpha1, alpha2", [(40, 2.0, 0.8), (25, 1.5, 1.3)])

@@ -14,10 +14,10 @@ from nqf.theory.lotka_volterra import logistic_solution
 from nqf.theory.scaling import fit_power_law, power_law_test
 from nqf.training.loop import train
 
-from helpers import kind_config
+from helpers import experiment_config
 
 
-config = functools.partial(kind_config, "fourier_powerlaw")
+config = functools.partial(experiment_config, "fourier_powerlaw")
 
 
 @pytest.mark.parametrize("theta", [0.0, 0.5, 1.0])

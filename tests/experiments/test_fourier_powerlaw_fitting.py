@@ -27,14 +27,14 @@ import xarray as xr
 from nqf.experiments import fourier_powerlaw as fp
 from nqf.experiments.common import CHECKS
 
-from helpers import kind_config
+from helpers import experiment_config
 
 THETAS = (0.0, 0.5, 1.0)
 
 
 @pytest.fixture(scope="module")
 def setting():
-    cfg = kind_config("fourier_powerlaw", P=104, loss="half_sum", steps="auto", auto_horizon=1.1,
+    cfg = experiment_config("fourier_powerlaw", P=104, loss="half_sum", steps="auto", auto_horizon=1.1,
                       seeds=[0, 1, 2, 3, 4, 5], n_record=200)
     data = fp.make_data(cfg)
     st = fp.structure(data, cfg)

@@ -13,7 +13,7 @@ from nqf.errors import ConfigError
 from nqf.experiments.contract import hook
 from nqf.experiments.ids import RUN_ID_PATTERN, exact_number
 
-from helpers import ROOT, kind_config
+from helpers import ROOT, experiment_config
 
 CONFIGS = ("config.yaml", "test.yaml", "paper.yaml")
 # Values that a fixed one-digit format (:.0e) maps to one id.
@@ -57,7 +57,7 @@ def test_values_that_round_alike_get_their_own_runs(kind, eps):
 def _with(kind: str, key: str, value) -> dict:
     """A validated experiment of ``kind`` with ``key`` set past the schema (as a library caller
     or a schema without uniqueItems would hand it over)."""
-    exp = kind_config(kind)
+    exp = experiment_config(kind, base="schema")
     exp[key] = value
     return exp
 
@@ -82,7 +82,7 @@ def test_every_kind_with_value_derived_ids_lists_them():
     for kind in E.KINDS:
         keys = hook(E.KINDS[kind], "RUN_ID_KEYS")
         if kind in fixed:
-            assert not keys and E.run_ids(kind_config(kind)) == fixed[kind]
+            assert not keys and E.run_ids(experiment_config(kind, base="schema")) == fixed[kind]
         else:
             assert kind in TWICE and TWICE[kind][0] in keys
 
@@ -139,7 +139,8 @@ def test_shipped_configs_keep_their_run_ids(name):
 
 
 def test_seed_blocks_of_distinct_seeds_have_distinct_ids():
-    exp = kind_config("teacher_student", architectures=["mlp"], seeds=[0, 1, 2, 3, 4], seeds_per_job=2)
+    exp = experiment_config("teacher_student", base="schema", architectures=["mlp"], seeds=[0, 1, 2, 3, 4],
+                            seeds_per_job=2)
     assert E.run_ids(exp) == ["mlp.seeds-0-1", "mlp.seeds-2-3", "mlp.seeds-4"]
     twice = copy.deepcopy(exp)
     twice["seeds"] = [0, 1, 0]
@@ -148,7 +149,7 @@ def test_seed_blocks_of_distinct_seeds_have_distinct_ids():
 
 
 def test_seeds_per_job_on_a_kind_that_batches_its_seeds_is_refused():
-    exp = kind_config("featurewise")
+    exp = experiment_config("featurewise")
     exp["seeds_per_job"] = 2
     with pytest.raises(ConfigError, match=r"^Config key 'experiments.x.seeds_per_job': applies to kinds deep"):
         E.check_config({"experiments": {"x": exp}})

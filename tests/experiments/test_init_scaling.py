@@ -25,14 +25,10 @@ from nqf.architectures.mode_designs import DESIGNS, design, initial_weights, tea
 from nqf.theory.mode_theory import effective_amplitudes, reduce_modes, std_relative_error
 from nqf.theory.solutions import theorem16_conditions
 
-from helpers import claim_rows, kind_config, stage_chain
+from helpers import claim_rows, experiment_config, stage_chain
 
 RATES = [1.0, 0.5, 0.25]
 COMMUTING = {"fourier_mlp", "diagonal_net", "phase_retrieval", "matrix_sensing"}
-
-
-def config(**over):
-    return kind_config("init_scaling", **{"modules": [], **over})
 
 
 def prepared(name, rates=RATES, width=4):
@@ -112,7 +108,8 @@ def test_gd_slopes_match_one_over_a_zeta(name):
     exactly: Theorem 8's own least-squares slope over these eps times GD's rate factor
     lr r / (2 ln(1 + lr r / 2)) (per step W grows by 1 + lr gamma, z by its square)."""
     eps = [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
-    cfg = config(architectures=[name], eps=eps, seeds=[], lr=0.04, steps=2100, n_record=300)
+    cfg = experiment_config("init_scaling", architectures=[name], eps=eps, seeds=[], lr=0.04, steps=2100,
+                            n_record=300)
     _, theory, _, fit = pipeline(cfg)
     assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
     slope = fit["slope_measured"].values[0]
@@ -124,7 +121,8 @@ def test_gd_slopes_match_one_over_a_zeta(name):
 @pytest.fixture(scope="module")
 def scatter_outcome():
     """256 Gaussian seeds for a coupled (MLP) and a decoupled (diagonal net) architecture."""
-    cfg = config(architectures=["mlp", "diagonal_net"], eps=[1e-2, 1e-4], seeds=list(range(256)), steps=3300)
+    cfg = experiment_config("init_scaling", architectures=["mlp", "diagonal_net"], eps=[1e-2, 1e-4],
+                            seeds=list(range(256)), steps=3300)
     return (cfg,) + pipeline(cfg)
 
 
@@ -192,11 +190,11 @@ def test_loss_conventions_run_on_the_eq26_clock(convention):
     rtol 1e-10), and every claim still passes."""
     small = dict(architectures=["diagonal_net"], rates=[1.0, 0.4], eps=[1e-1, 1e-2, 1e-4], seeds=[], steps=800,
                  n_record=200)
-    cfg = config(lr=0.04, **small)
+    cfg = experiment_config("init_scaling", lr=0.04, **small)
     data = init_scaling.make_data(cfg)
     ref = init_scaling.train_run(data, init_scaling.run_config(cfg, "diagonal_net"), "diagonal_net", device="cpu")
     c = loss_factor(convention, int(init_scaling.structure(data, cfg)["m"].values[0]))
-    _, _, runs, fit = pipeline(config(lr=0.04 / c, loss=convention, **small))
+    _, _, runs, fit = pipeline(experiment_config("init_scaling", lr=0.04 / c, loss=convention, **small))
     run = runs["diagonal_net"]
     assert np.allclose(run["time"].values, ref["time"].values, rtol=1e-10, atol=0)
     assert np.allclose(run["z_aligned"].values, ref["z_aligned"].values, rtol=1e-10, atol=0)
@@ -211,8 +209,8 @@ def test_faster_rates_and_a_larger_lr_pass_every_row():
     """rates (2, 1, 0.5) at lr 0.08: GD's slope bias eta r / 4 is 4 % for r = 2, above the former
     fixed 3 %; the budget follows it, and every row passes (a coupled MLP and a Corollary 4
     feedforward design)."""
-    cfg = config(architectures=["mlp", "rectangular_sensing"], rates=[2.0, 1.0, 0.5],
-                 eps=[1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6], seeds=[], lr=0.08, steps=500, n_record=250)
+    cfg = experiment_config("init_scaling", architectures=["mlp", "rectangular_sensing"], rates=[2.0, 1.0, 0.5],
+                            eps=[1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6], seeds=[], lr=0.08, steps=500, n_record=250)
     *_, fit = pipeline(cfg)
     assert bool(np.all(fit["claim_passed"].values)), claim_rows(fit)
     assert float(np.max(fit["slope_measured"] / fit["slope_predicted"] - 1)) > 0.03
@@ -238,11 +236,11 @@ def test_std_relative_error_matches_monte_carlo():
 
 def test_width_below_the_number_of_modes_is_refused():
     with pytest.raises(ConfigError, match="'width'"):
-        init_scaling.make_data(config(architectures=["mlp"], width=2))
+        init_scaling.make_data(experiment_config("init_scaling", architectures=["mlp"], width=2))
 
 
 def test_runs_read_only_their_architecture():
-    cfg = config(architectures=["mlp", "cnn"], modules=["cnn"])
+    cfg = experiment_config("init_scaling", architectures=["mlp", "cnn"], modules=["cnn"])
     a, b = (init_scaling.run_config(cfg, r) for r in ("mlp", "cnn"))
     assert a["architecture"] == "mlp" and not a["module"] and b["module"]
     assert {k: v for k, v in a.items() if k not in ("architecture", "module")} == \
@@ -256,8 +254,9 @@ def test_steps_too_few_are_refused_and_the_rows_they_miss_not_judged():
     times lie beyond the run too) not judged, and the rows of mode 1 pass."""
     from nqf.experiments.common import summary_rows
 
-    cfg = config(architectures=["diagonal_net"], rates=[1.0, 0.4], eps=[1e-1, 1e-2, 1e-4, 1e-6],
-                 seeds=list(range(16)), seed_scale=1e-4, lr=0.04, steps=500, n_record=200)
+    cfg = experiment_config("init_scaling", architectures=["diagonal_net"], rates=[1.0, 0.4],
+                            eps=[1e-1, 1e-2, 1e-4, 1e-6], seeds=list(range(16)), seed_scale=1e-4, lr=0.04,
+                            steps=500, n_record=200)
     (key, sentence), = init_scaling.check(cfg)
     assert key == "steps" and "mode 2 (rate 0.4) at eps 1e-06 is predicted at t = 34.54" in sentence
     assert "steps >= 871 would reach it" in sentence and init_scaling.check({**cfg, "steps": 871}) == []

@@ -11,7 +11,7 @@ from nqf.experiments.matching import check_runs
 from nqf.io.netcdf import open_result, write_dataset
 from nqf.errors import ResultFileError
 
-from helpers import kind_config
+from helpers import experiment_config
 
 
 def _run_file(path, **attrs) -> xr.Dataset:
@@ -25,7 +25,7 @@ def test_the_competition_fit_refuses_a_run_of_another_eps(tmp_path):
     """The audit's case: eps [1e-3, 1.2e-3] shared one run trained at 1e-3; the run now named for
     1.2e-3 holds 1e-3, and the fit says so instead of comparing them."""
     comp = E.KINDS["competition"]
-    exp = kind_config("competition", eps=[1.0e-3, 1.2e-3])
+    exp = experiment_config("competition", eps=[1.0e-3, 1.2e-3])
     cfg = E.stage_config(exp, "fit")
     folder = tmp_path / "results" / "runs" / "x"
     runs = {comp.run_id(1.0e-3): _run_file(folder / "eps1e-03.nc", experiment_kind="competition", eps=1.0e-3),
@@ -59,7 +59,7 @@ def _fake_theory(exp: dict) -> xr.Dataset:
 def test_every_kind_fit_refuses_a_run_of_another_kind(kind):
     """Every fit checks its runs first: a file recording experiment_kind 'other' is refused
     before any measurement."""
-    exp = kind_config(kind)
+    exp = experiment_config(kind, base="schema")
     cfg = E.stage_config(exp, "fit")
     run = E.kind_of(exp).runs(exp)[0]
     ds = xr.Dataset(attrs={"experiment_kind": "other"})

@@ -27,7 +27,7 @@ from nqf.theory.losses import loss_factor
 from nqf.theory.recursions import sgd_moments
 from nqf.training.loop import mse_per_replica
 
-from helpers import kind_config
+from helpers import experiment_config
 
 F64 = torch.float64
 SMALL = {
@@ -204,19 +204,13 @@ def test_cnn_forward_is_the_stride_one_convolution():
     assert torch.allclose(module(x), reference, rtol=1e-13, atol=1e-13)
 
 
-def tiny_config(**over):
-    return kind_config("nqf_approximation", **{
-        "architectures": ["mlp"], "n_samples": 100, "n_outputs": 4, "singular_values": [1.0, 0.5, 0.25],
-        "seeds": [0, 1], "sizes": {"mlp": {"D": 10, "width": 64}}, "steps": {"mlp": 200},
-        "lr": {"mlp": {"adam": 0.002}}, "n_record": 51, "input_norm": 1.0, **over})
-
-
 def test_small_mlp_tracks_its_nqf_at_small_init_and_departs_at_large_init():
     """(a) A valid non-default config (half_mean loss, GD and momentum lr doubled: the same flow
     step) passes every row: D at sigma = 0.01 is within 3 x the module's own truncation error
     (max over the run ~0.005-0.008, so ~0.016-0.023; the remainder shifts the learned spectrum by
     about itself to first order, momentum overshoots by up to 2x), and sigma = 0.2 departs by >= 5x."""
-    cfg = tiny_config(loss="half_mean", lr={"mlp": {"gd": 2.0, "momentum": 0.2, "adam": 0.002}})
+    cfg = experiment_config("nqf_approximation", loss="half_mean",
+                            lr={"mlp": {"gd": 2.0, "momentum": 0.2, "adam": 0.002}})
     assert na.runs(cfg) == ["mlp"]  # one job per architecture, every optimizer inside
     data = na.make_data(stage_config(cfg, "data"))
     structure = na.structure(data, stage_config(cfg, "structure"))
@@ -261,7 +255,7 @@ def test_a_wrong_structure_matrix_fails_the_budget(monkeypatch):
         module.structure = lambda x: DenseForm(true(x).dense() * 1.1)
         return module
 
-    cfg = tiny_config(optimizers=["gd"])
+    cfg = experiment_config("nqf_approximation", optimizers=["gd"])
     data = na.make_data(stage_config(cfg, "data"))
     structure = na.structure(data, stage_config(cfg, "structure"))
     theory = na.theory(structure, stage_config(cfg, "theory"))
@@ -276,13 +270,13 @@ def test_a_wrong_structure_matrix_fails_the_budget(monkeypatch):
 
 
 def test_run_config_narrows_to_one_architecture():
-    cfg = kind_config("nqf_approximation")
+    cfg = experiment_config("nqf_approximation", base="schema")
     assert na.runs(cfg) == ["mlp", "cnn", "qk_head", "mha", "moe"]
     rc = run_config(cfg, "qk_head")
     assert rc["architecture"] == "qk_head" and rc["optimizers"] == ["gd", "momentum", "adam"]
     assert rc["lr"] == cfg["lr"]["qk_head"] and rc["size"] == cfg["sizes"]["qk_head"]
     # another architecture's learning rate or steps leave this run's config (and file) alone
-    other = kind_config("nqf_approximation", lr={"mlp": {"gd": 0.5}}, steps={"mlp": 100})
+    other = experiment_config("nqf_approximation", base="schema", lr={"mlp": {"gd": 0.5}}, steps={"mlp": 100})
     assert run_config(other, "qk_head") == rc
     with pytest.raises(ValueError, match="not one of"):
         na.run_config(cfg, "rnn")
@@ -324,7 +318,7 @@ def _default_size_results():
     2 init scales, 4 singular values), with made-up spectra: only the figure's layout is tested."""
     import xarray as xr
 
-    cfg = kind_config("nqf_approximation")
+    cfg = experiment_config("nqf_approximation", base="schema")
     archs, opts, scales = cfg["architectures"], cfg["optimizers"], [float(e) for e in cfg["eps"]]
     s = np.asarray(cfg["singular_values"], float)
     step = np.arange(0, 201, 4)
@@ -391,8 +385,8 @@ def test_as_stated_inputs_of_another_norm_give_the_reference_nqf_trajectory(opti
     less than 1e-6 relative, hence 1e-5 for Adam)."""
     over = dict(optimizers=[optimizer], eps=[0.01, 0.2], steps={"mlp": 60}, n_record=7,
                 lr={"mlp": {"gd": 1.0, "momentum": 0.1, "adam": 0.002}})
-    ref = _nqf_spectrum(tiny_config(**over), optimizer)
-    far = _nqf_spectrum(tiny_config(input_norm=3.0, **over), optimizer)
+    ref = _nqf_spectrum(experiment_config("nqf_approximation", **over), optimizer)
+    far = _nqf_spectrum(experiment_config("nqf_approximation", input_norm=3.0, **over), optimizer)
     assert far.attrs["input_degree"] == 1 and far.attrs["input_norm"] == 3.0
     assert np.allclose(far["lr"].sel(eps=0.01), ref["lr"].sel(eps=0.01) * (1.0 if optimizer == "adam" else 3.0 ** -2),
                        rtol=1e-12)
@@ -412,9 +406,9 @@ def test_matched_teacher_maps_onto_the_reference_problem(optimizer):
     a, q = 2.0, 1
     over = dict(optimizers=[optimizer], steps={"mlp": 60}, n_record=7,
                 lr={"mlp": {"gd": 1.0, "momentum": 0.1, "adam": 0.002}})
-    ref = _nqf_spectrum(tiny_config(eps=[0.01, 0.05], **over), optimizer)
-    far = _nqf_spectrum(tiny_config(eps=[0.01 * a ** (-q / 2), 0.05 * a ** (-q / 2)], input_norm=a,
-                                    teacher_scale="matched", **over), optimizer)
+    ref = _nqf_spectrum(experiment_config("nqf_approximation", eps=[0.01, 0.05], **over), optimizer)
+    far = _nqf_spectrum(experiment_config("nqf_approximation", eps=[0.01 * a ** (-q / 2), 0.05 * a ** (-q / 2)],
+                                          input_norm=a, teacher_scale="matched", **over), optimizer)
     assert np.allclose(far["s_target"].values, ref["s_target"].values * a ** -q, rtol=1e-12)
     rel = 1e-5 if optimizer == "adam" else 1e-9
     assert np.allclose(far["s_nqf"].values, ref["s_nqf"].values * a ** -q, rtol=rel,
@@ -429,7 +423,8 @@ def test_gd_is_capped_at_half_its_stability_bound_where_it_starts():
     from nqf.training.loop import mse_per_replica
     from nqf.architectures import initial_weights
 
-    cfg = tiny_config(optimizers=["gd"], steps={"mlp": 20}, n_record=5, lr={"mlp": {"gd": 4.0}})
+    cfg = experiment_config("nqf_approximation", optimizers=["gd"], steps={"mlp": 20}, n_record=5,
+                            lr={"mlp": {"gd": 4.0}})
     data = na.make_data(stage_config(cfg, "data"))
     run = na.train_run(data, run_config(cfg, "mlp"), "mlp", device="cpu").sel(optimizer="gd")
     lr = run["lr"]

@@ -23,6 +23,8 @@ from nqf.experiments import real_data as rd
 from nqf.experiments import run_config, stage_config
 from nqf.experiments.real_data import fitting as rd_fit
 
+from helpers import experiment_config
+
 ARCHS = ["mlp", "cnn", "qk_self_attention"]
 
 
@@ -90,22 +92,15 @@ def test_mnist5k_loader_real_digits():
         load_digit_task("mnist5k", n_train=4500, n_test=1000)
 
 
-def small_cfg(**over):
-    exp = {"kind": "real_data", "dataset": "digits8x8", "n_train": 120, "n_test": 60, "seeds": [0, 1], "n_record": 6,
-           "steps": {a: 30 for a in ARCHS},
-           "sizes": {"cnn": {"width": 8, "kernel": [4, 4]}, "qk_self_attention": {"d_k": 8, "width": 3}},
-           "input_norm": 1.0, **over}
-    return validate_config({"device": "cpu", "experiments": {"rd": exp}})["experiments"]["rd"]
-
-
 @pytest.fixture(scope="module")
 def data():
-    return rd.make_data(stage_config(small_cfg(), "data"))
+    return rd.make_data(stage_config(experiment_config("real_data"), "data"))
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_nqf_is_the_small_weight_expansion_on_digits(data, arch):
-    module, x, _, _ = rd._prepared(data, arch, small_cfg()["sizes"][arch], rd.n_train_of(small_cfg(), arch))
+    cfg = experiment_config("real_data")
+    module, x, _, _ = rd._prepared(data, arch, cfg["sizes"][arch], rd.n_train_of(cfg, arch))
     G = torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     f0 = module.forward_with(torch.zeros_like(G), x)
     errs = []
@@ -120,7 +115,8 @@ def test_nqf_is_the_small_weight_expansion_on_digits(data, arch):
 def test_least_squares_floor_is_reached_by_unit_weights(data, arch):
     """E* of the least-squares floor, written as one unit per singular triplet (balanced), gives
     the floor as the NQF's train loss: the floor is what the NQF can reach, not a looser bound."""
-    module, x, _, _ = rd._prepared(data, arch, small_cfg()["sizes"][arch], rd.n_train_of(small_cfg(), arch))
+    cfg = experiment_config("real_data")
+    module, x, _, _ = rd._prepared(data, arch, cfg["sizes"][arch], rd.n_train_of(cfg, arch))
     y = data["y_train"].values
     form = module.structure(x)
     f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x)[:, 0].numpy()
@@ -139,7 +135,7 @@ def test_least_squares_floor_is_reached_by_unit_weights(data, arch):
 
 
 def test_tiny_training_run_gives_claims(data):
-    cfg = small_cfg()
+    cfg = experiment_config("real_data")
     struct = rd.structure(data, cfg)
     assert set(struct["arch"].values) == set(ARCHS)
     assert np.all(struct["floor_is_reachable"].values)
@@ -252,8 +248,8 @@ def test_screen_and_readings_run_through_the_stages():
     """A screen of two attention readings: one run 'screen' over (reading, seed, step), its
     least-squares numbers per reading, and one row per reading labelled as this project's; f0
     removed gives f(0) = 0 (RMS 0) and the experiment's own reading is screened first."""
-    cfg = small_cfg(architectures=["qk_self_attention"], f0="remove", readout_norm=1.0,
-                    screen=[{"f0": ["remove", "keep"]}, {"query": ["last"]}])
+    cfg = experiment_config("real_data", architectures=["qk_self_attention"], f0="remove", readout_norm=1.0,
+                            screen=[{"f0": ["remove", "keep"]}, {"query": ["last"]}])
     assert rd.runs(cfg) == ["qk_self_attention", "screen"]
     assert [r["f0"] for r in rd.screened_readings(cfg)] == ["remove", "keep", "remove"]
     data = rd.make_data(stage_config(cfg, "data"))
@@ -303,10 +299,10 @@ def test_floor_step_and_parting_follow_their_definitions():
 
 
 def test_run_config_reads_only_its_architecture():
-    cfg = small_cfg()
+    cfg = experiment_config("real_data")
     rc = run_config(cfg, "cnn")
     assert rc["size"] == cfg["sizes"]["cnn"] and rc["steps"] == 30
-    cfg2 = small_cfg(steps={"mlp": 99, "cnn": 30, "qk_self_attention": 30})
+    cfg2 = experiment_config("real_data", steps={"mlp": 99, "cnn": 30, "qk_self_attention": 30})
     assert run_config(cfg2, "cnn") == rc
     with pytest.raises(ValueError, match="not one of"):
         run_config(cfg, "mha")
@@ -370,7 +366,7 @@ def test_per_architecture_training_sets():
     """n_train as a mapping: the data file holds the largest count and each architecture trains on
     the first n_train[arch] images of it (targets sliced alike); the structure stage's floor uses
     that subset, so it equals the floor of a file holding only those images."""
-    cfg = small_cfg(n_train={"mlp": 120, "cnn": 60, "qk_self_attention": 60})
+    cfg = experiment_config("real_data", n_train={"mlp": 120, "cnn": 60, "qk_self_attention": 60})
     data = rd.make_data(stage_config(cfg, "data"))
     assert data.sizes["sample"] == 120 and rd.n_train_of(cfg, "cnn") == 60
     _, x, _, y = rd._prepared(data, "cnn", cfg["sizes"]["cnn"], rd.n_train_of(cfg, "cnn"))

@@ -16,13 +16,13 @@ from nqf.experiments import samplewise
 from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
 from nqf.theory.losses import loss_factor
 
-from helpers import claim_rows, kind_config, stage_chain
+from helpers import claim_rows, experiment_config, stage_chain
 
 SMALL = dict(y=[1.0, 0.5, 0.25], entries=[1.0, 2.0], eps=1e-4, steps=2000, n_record=120)
 FAST = dict(y=[2.0, 1.0, 0.5, 0.25], eps=1e-10, lr=0.01, steps=6000)
 
 
-config = functools.partial(kind_config, "samplewise")
+config = functools.partial(experiment_config, "samplewise")
 
 
 def prepared(cfg):

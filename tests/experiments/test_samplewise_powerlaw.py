@@ -10,10 +10,10 @@ from nqf.experiments import samplewise, samplewise_powerlaw as S
 from nqf.theory.losses import loss_factor
 from nqf.theory.lotka_volterra import LotkaVolterra
 
-from helpers import small_m_config
+from helpers import experiment_config
 
 
-config = functools.partial(small_m_config, S.KIND)
+config = functools.partial(experiment_config, S.KIND)
 
 
 @pytest.mark.parametrize("m, gamma1, gamma2, zeta1, entries", [

@@ -1,6 +1,5 @@
 """Seed blocks: a run split into jobs of a few seeds gives, once joined, the run trained as one
 tensor program, so that appending seeds can train only the new blocks."""
-import copy
 
 import numpy as np
 import pytest
@@ -12,18 +11,12 @@ from nqf.pipeline.config import validate_config
 from nqf.errors import ConfigError
 from nqf.io.netcdf import write_dataset, open_result
 
-from helpers import read_test_config
-
-TEST_EXPERIMENTS = read_test_config()["experiments"]
-
+from helpers import experiment_config
 
 def _exp(kind: str, **over) -> dict:
     """The config/test.yaml experiment of this kind with three seeds in one job unless ``over``
     says otherwise (the tiny sizes keep it fast)."""
-    exp = next(copy.deepcopy(e) for e in TEST_EXPERIMENTS.values() if e["kind"] == kind)
-    exp.update(seeds=[3, 0, 1], seeds_per_job="all")
-    exp.update(over)
-    return validate_config({"experiments": {"x": exp}})["experiments"]["x"]
+    return experiment_config(kind, base="test", **{"seeds": [3, 0, 1], "seeds_per_job": "all", **over})
 
 
 def test_run_ids_and_configs():

@@ -5,24 +5,15 @@ import torch
 
 from nqf.experiments import teacher_student as ts
 
-EPS = 1e-3
+from helpers import SMALL, experiment_config
 
-
-def _cfg(**over):
-    cfg = dict(kind="teacher_student", description="test", architectures=["mlp", "qk_head"],
-               sizes={"mlp": {"D": 6, "width": 12}, "qk_head": {"D": 4, "d_k": 2, "width": 2, "seq_len": 5}},
-               teacher_std=1.0, teacher_fan_in=False, n_probe=64, data_seed=0,
-               lr={"mlp": 0.05, "qk_head": 0.02}, steps={"mlp": 40, "qk_head": 40}, batch_size=16,
-               eps=EPS, seeds=[0, 1], threshold=0.05, loss="mean", sustain_steps=3,
-               tolerances={"min_agree_steps": 10, "parting_cv": 0.25})
-    cfg.update(over)
-    return cfg
+EPS = SMALL["teacher_student"]["eps"]  # 1e-3
 
 
 @pytest.fixture(scope="module")
 def pipeline():
     torch.manual_seed(0)
-    cfg = _cfg()
+    cfg = experiment_config("teacher_student")
     data = ts.make_data(cfg)
     st = ts.structure(data, cfg)
     th = ts.theory(st, cfg)
@@ -97,7 +88,8 @@ def test_sustained_start():
 def test_claims_hold_and_miss_as_the_paper_compares():
     """A synthetic run whose losses agree until step 150 then part passes the paper's claim at
     min_agree_steps = 100; parting at step 60 misses it; never parting misses 'then part'."""
-    cfg = _cfg(sustain_steps=20, tolerances={"min_agree_steps": 100, "parting_cv": 0.25}, architectures=["mlp"])
+    cfg = experiment_config("teacher_student", sustain_steps=20, tolerances={"min_agree_steps": 100, "parting_cv": 0.25},
+                            architectures=["mlp"])
     steps = np.arange(401)
     import xarray as xr
 
@@ -137,25 +129,26 @@ def test_loss_convention_is_a_clock():
     """half_mean at lr 2 eta is the same online SGD as mean at lr eta (gradient of (1/2B) sum is
     half that of (1/B) sum): the same probe losses (rtol 1e-10, float64) and the same Eq. 26
     time; sum at lr eta / B likewise. The theory's ignition step is in steps of c lr."""
-    cfg = _cfg(architectures=["mlp"], steps={"mlp": 15, "qk_head": 15})
+    cfg = experiment_config("teacher_student", architectures=["mlp"], steps={"mlp": 15, "qk_head": 15})
     data = ts.make_data(cfg)
     ref = ts.train_run(data, cfg, "mlp", "cpu")
     B = cfg["batch_size"]
     for loss, lr in (("half_mean", 0.1), ("sum", 0.05 / B), ("half_sum", 0.1 / B)):
-        other = ts.train_run(data, _cfg(architectures=["mlp"], steps={"mlp": 15, "qk_head": 15}, loss=loss,
-                                        lr={"mlp": lr, "qk_head": 0.02}), "mlp", "cpu")
+        other = ts.train_run(data, experiment_config("teacher_student", architectures=["mlp"],
+                                                     steps={"mlp": 15, "qk_head": 15}, loss=loss,
+                                                     lr={"mlp": lr, "qk_head": 0.02}), "mlp", "cpu")
         assert np.allclose(other["probe_loss_module"], ref["probe_loss_module"], rtol=1e-10)
         assert np.allclose(other["probe_loss_nqf"], ref["probe_loss_nqf"], rtol=1e-10)
         assert np.allclose(other["time"], ref["time"], rtol=1e-12)
     st = ts.structure(data, cfg)
     base = ts.theory(st, cfg)["ignition_step"].values
-    half = ts.theory(st, _cfg(loss="half_mean"))["ignition_step"].values
+    half = ts.theory(st, experiment_config("teacher_student", loss="half_mean"))["ignition_step"].values
     assert np.allclose(half, 2 * base, rtol=1e-12)
 
 
 def test_seed_streams_are_independent_of_other_seeds():
     """A seed's run does not depend on which other seeds are trained beside it (own generator)."""
-    cfg = _cfg(architectures=["mlp"], steps={"mlp": 5, "qk_head": 5})
+    cfg = experiment_config("teacher_student", architectures=["mlp"], steps={"mlp": 5, "qk_head": 5})
     data = ts.make_data(cfg)
     both = ts.train_run(data, cfg, "mlp", "cpu")
     alone = ts.train_run(data, dict(cfg, seeds=[1]), "mlp", "cpu")

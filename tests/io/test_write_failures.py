@@ -22,6 +22,8 @@ from nqf.io.write_failures import write_error
 from nqf.io.netcdf import write_dataset, write_text
 from nqf.errors import ResultWriteError
 
+from helpers import time_limit
+
 FULL = "No space left on device"
 
 
@@ -205,7 +207,7 @@ def _can_mount_tmpfs() -> bool:
     if not shutil.which("unshare") or sys.platform != "linux":
         return False
     probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True, timeout=30)
+                           capture_output=True, timeout=time_limit(30))
     return probe.returncode == 0
 
 
@@ -235,7 +237,7 @@ def test_a_real_full_disk(tmp_path):
     """)
     proc = subprocess.run(["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size=64k tmpfs "{disk}" && '
                            f'exec "{sys.executable}" -c "$NQF_TEST_CODE"'], env={**os.environ, "NQF_TEST_CODE": code},
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=time_limit(120))
     refused = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED")]
     assert refused and "the disk holding it is full (No space left on device, ENOSPC; 0 bytes free there)" in \
         refused[0], proc.stdout + proc.stderr

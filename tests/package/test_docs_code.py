@@ -22,6 +22,7 @@ import sys
 
 import pytest
 import yaml
+from helpers import time_limit
 from docs_blocks import (
     ROOT,
     TREATMENTS,
@@ -79,8 +80,8 @@ def test_library_blocks_run_as_written(tmp_path):
         "    printed[page] = out.getvalue()\n"
         "print(json.dumps(printed))\n")
     flags = ["-W", "error::UserWarning", "-W", "error::RuntimeWarning", "-W", "error::DeprecationWarning:__main__"]
-    proc = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    proc = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True,
+                          timeout=time_limit(300), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = json.loads(proc.stdout.splitlines()[-1])
     assert set(printed) == set(by_page)
@@ -92,7 +93,7 @@ def test_library_blocks_run_as_written(tmp_path):
 def test_run_blocks_run_as_written(block):
     code = block.substituted().replace(".venv/bin/", f"{sys.executable.rsplit('/', 1)[0]}/")
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+                          timeout=time_limit(300), cwd=ROOT)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
 
 

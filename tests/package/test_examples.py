@@ -19,13 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers import time_limit
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_own_layer_example_runs_and_predicts_the_trained_ignition_times(tmp_path):
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "own_layer.py"), str(tmp_path), "--small"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=time_limit(120))
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-2000:]
     # its run time (~9 s alone on 2 cores, 40 s beside other jobs) is reported, not asserted: the

@@ -9,6 +9,8 @@ import types
 import nqf
 from nqf.experiments import KINDS
 
+from helpers import time_limit
+
 # Every kind's module imports without torch. Its fit and figure stages run without it too, and so
 # does its theory, except teacher_student's (it builds the modules to read their width) and
 # fourier_powerlaw's (it draws the seeds' initial weights with torch's generator, as training does).
@@ -18,7 +20,7 @@ def _modules_after(code: str) -> set[str]:
     """The top-level packages a fresh interpreter has imported after running ``code``."""
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code) + "\nimport sys\n"
                           "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"],
-                         capture_output=True, text=True, check=True, timeout=300)
+                         capture_output=True, text=True, check=True, timeout=time_limit(300))
     return set(out.stdout.split())
 
 

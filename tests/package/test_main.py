@@ -7,6 +7,8 @@ import pytest
 
 from nqf.__main__ import main
 
+from helpers import time_limit
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -53,5 +55,5 @@ def test_a_target_after_config_is_named_as_such(capsys):
 
 def test_the_module_runs_as_a_command():
     p = subprocess.run([sys.executable, "-m", "nqf", "check-config", "--configfile", str(REPO / "config/test.yaml"),
-                        "--config", "device=cpu"], capture_output=True, text=True, timeout=120)
+                        "--config", "device=cpu"], capture_output=True, text=True, timeout=time_limit(120))
     assert p.returncode == 0 and p.stdout.startswith("config valid: 12 experiments"), p.stderr

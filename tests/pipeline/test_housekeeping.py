@@ -10,6 +10,8 @@ import pytest
 
 from nqf.pipeline import housekeeping
 
+from helpers import time_limit
+
 
 
 from nqf.pipeline import results_check
@@ -53,7 +55,8 @@ def test_a_run_holding_the_results_lock_keeps_a_second_one_from_moving_anything(
     results = tmp_path / "results"
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from nqf.pipeline import housekeeping as h; "
-        f"assert h.take_results_lock({str(results)!r}) is None; print('held', flush=True); time.sleep(60)")],
+        f"assert h.take_results_lock({str(results)!r}) is None; print('held', flush=True); "
+        f"time.sleep({time_limit(60)})")],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -1,5 +1,5 @@
 """The blocks of README.md and docs/ that need the snakemake CLI or a finished run
-(docs/development.md, "Documentation and its tests"; the other blocks: tests/library/test_docs_code.py):
+(docs/development.md, "Documentation and its tests"; the other blocks: tests/package/test_docs_code.py):
 
 * `results` blocks run as written, each page's in order in one fresh interpreter, in the directory
   of the finished config/test.yaml run the workflow tests share (conftest.py's `finished`);

@@ -78,7 +78,7 @@ def stage_chain(kind, cfg: dict, structure_edit=None):
     where the kind narrows its config, else on ``cfg``; the structure is the kind's own where it
     has one, else the generic reduction. ``structure_edit`` tampers with the structure the theory
     and fit see (the runs still train on the true data). Returns (structure, theory, runs, fit)."""
-    from nqf.experiments.common import form_from_dataset, structure_dataset
+    from nqf.experiments.structure_files import form_from_dataset, structure_dataset
     from nqf.experiments.contract import hook
 
     data = kind.make_data(cfg)

@@ -367,7 +367,7 @@ def test_teacher_is_deterministic_for_a_seed(name):
 
 
 def test_teacher_stream_is_offset_from_the_init_seeds():
-    from nqf.experiments.common import teacher_generator
+    from nqf.experiments.sweeps import teacher_generator
 
     module = build("mlp")
     assert torch.equal(gaussian_teacher(module, teacher_generator(3)), gaussian_teacher(module, teacher_generator(3)))

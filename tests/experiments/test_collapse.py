@@ -14,7 +14,7 @@ import torch
 
 import nqf
 from nqf.experiments import collapse
-from nqf.experiments.common import CHECKS
+from nqf.experiments.claims import CHECKS
 from nqf.theory.losses import loss_factor
 
 from helpers import claim_rows, experiment_config, stage_chain
@@ -108,7 +108,7 @@ def test_a_tau_max_too_short_is_refused_and_its_rows_not_judged():
     """tau_max 1.5 stops before mode 2 (r = 0.4) ignites (Theorem 8 at c_k = 1: tau = 2.334 at eps
     1e-6): check refuses it naming tau_max >= 2.35; the fit of such a run leaves mode 2's rows not
     judged (its predictions lie beyond the run), and mode 1's rows are judged and pass."""
-    from nqf.experiments.common import summary_rows
+    from nqf.experiments.claims import summary_rows
 
     cfg = config(**{**SMALL, "lr": 0.02, "tau_max": 1.5})
     (key, sentence), = collapse.check(cfg)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from nqf.experiments import competition
-from nqf.experiments.common import CHECKS
+from nqf.experiments.claims import CHECKS
 from nqf.theory.losses import loss_factor
 
 from helpers import claim_rows, experiment_config, stage_chain
@@ -117,7 +117,7 @@ def test_a_tau_max_too_short_is_refused_and_its_rows_not_judged():
     check refuses it naming the tau_max that reaches the suppressed mode's fall to 1 % of its peak at
     eps 1e-6 (3.71); the fit of such a run leaves mode 3's ignition rows, its gap, the last plateau and
     the suppression not judged (not reached), and every other row is judged and passes."""
-    from nqf.experiments.common import summary_rows
+    from nqf.experiments.claims import summary_rows
 
     cfg = config(eps=[1e-3, 1e-6], lr=0.004, n_record=200, tau_max=2.0)
     (key, sentence), = competition.check(cfg)

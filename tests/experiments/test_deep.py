@@ -85,7 +85,7 @@ def test_a_run_that_stops_before_the_escape_is_not_judged(sum_convention_run):
     the small init (step ~335): the comparison was not reached, so the precondition row and the four
     comparison rows (two of them the paper's) say 'not reached: run too short ... raise steps.mlp.gd'
     and are not judged, neither passed nor missed; the full run judges and passes them (test above)."""
-    from nqf.experiments.common import summary_rows
+    from nqf.experiments.claims import summary_rows
 
     cfg, structure, theory, runs = sum_convention_run
     run = runs["mlp_gd"]

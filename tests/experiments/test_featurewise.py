@@ -16,7 +16,8 @@ import torch
 
 import nqf
 from nqf.experiments import featurewise
-from nqf.experiments.common import CHECKS, structure_dataset
+from nqf.experiments.claims import CHECKS
+from nqf.experiments.structure_files import structure_dataset
 from nqf.theory.losses import loss_factor
 
 from helpers import claim_rows, experiment_config, stage_chain
@@ -178,7 +179,7 @@ def _test_config_featurewise(**keys) -> dict:
 
 
 def _rows(fit) -> list[dict]:
-    from nqf.experiments.common import summary_rows
+    from nqf.experiments.claims import summary_rows
 
     return summary_rows("featurewise", fit)
 
@@ -286,7 +287,7 @@ def test_a_horizon_off_the_scale_lets_no_row_pass_with_an_absurd_tolerance():
 def test_error_budget_refuses_to_judge_a_tolerance_as_large_as_the_quantity():
     """ErrorBudget.claim(scale=...): a tolerance at or above the quantity's own range would let any
     prediction pass, so the row is not judged, whatever was measured; below it the row is judged."""
-    from nqf.experiments.common import ErrorBudget
+    from nqf.experiments.claims import ErrorBudget
 
     budget = ErrorBudget({"GD": 3.0}, 3.0)  # tolerance 9
     off = budget.claim("x", 0.0, 0.5, relative=False, scale=9.0)

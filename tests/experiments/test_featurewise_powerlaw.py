@@ -221,7 +221,7 @@ def test_a_run_that_stops_before_the_shifted_window_is_refused_and_not_judged(sm
     m = 300): 3000 steps of flow step 0.1 (t = 300) are refused naming steps >= 4702; a run that
     stops at t = 300 anyway (the small experiment's record cut there) leaves the hi*2 row not judged
     ('not reached: run too short'), while every other row is judged and passes as at 4800 steps."""
-    from nqf.experiments.common import summary_rows
+    from nqf.experiments.claims import summary_rows
 
     cfg, st, th, runs, _ = small_experiment
     (key, sentence), = F.check({**cfg, "steps": 3000})

@@ -25,7 +25,7 @@ import pytest
 import xarray as xr
 
 from nqf.experiments import fourier_powerlaw as fp
-from nqf.experiments.common import CHECKS
+from nqf.experiments.claims import CHECKS
 
 from helpers import experiment_config
 

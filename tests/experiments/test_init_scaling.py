@@ -17,7 +17,7 @@ import nqf
 from nqf.theory.closed_forms import corollary4_modes
 from nqf.errors import ConfigError
 from nqf.experiments import init_scaling
-from nqf.experiments.common import CHECKS
+from nqf.experiments.claims import CHECKS
 from nqf.theory.ignition import ignition_times
 from nqf.theory.losses import loss_factor
 from nqf.theory.mflow import SecondMoment
@@ -252,7 +252,7 @@ def test_steps_too_few_are_refused_and_the_rows_they_miss_not_judged():
     (t* = ln((1 - eps) / eps) / 0.4 = 34.54): check refuses them naming steps >= 871; the fit of such a
     run leaves mode 2's slope, the max-error row and mode 2's seed scatter (its seeds' own Theorem 8
     times lie beyond the run too) not judged, and the rows of mode 1 pass."""
-    from nqf.experiments.common import summary_rows
+    from nqf.experiments.claims import summary_rows
 
     cfg = experiment_config("init_scaling", architectures=["diagonal_net"], rates=[1.0, 0.4],
                             eps=[1e-1, 1e-2, 1e-4, 1e-6], seeds=list(range(16)), seed_scale=1e-4, lr=0.04,

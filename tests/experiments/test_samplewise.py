@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from nqf.experiments import samplewise
-from nqf.experiments.common import CHECKS, form_from_dataset, structure_dataset
+from nqf.experiments.claims import CHECKS
+from nqf.experiments.structure_files import form_from_dataset, structure_dataset
 from nqf.theory.losses import loss_factor
 
 from helpers import claim_rows, experiment_config, stage_chain
@@ -123,7 +124,7 @@ def test_a_run_too_short_is_refused_and_its_rows_not_judged():
     check refuses it naming the fewest steps that reach it, t* (1 + 2 eta zeta / 4) / eta = 538; the fit
     of such a run (made anyway) says 'not reached: run too short' on every ignition, drop, offset and
     trajectory row, which are not judged and so not misses. At 538 steps every row is judged and passes."""
-    from nqf.experiments.common import summary_rows
+    from nqf.experiments.claims import summary_rows
 
     short = config(**{**SMALL, "lr": 0.01, "steps": 20, "n_record": 20})
     (key, sentence), = samplewise.check(short)

@@ -26,7 +26,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_light_jobs_import_no_torch():
     loaded = _modules_after(f"""
-        import nqf, nqf.experiments, nqf.experiments.common, nqf.experiments.divergence, nqf.pipeline.jobs
+        import nqf, nqf.experiments, nqf.experiments.claims, nqf.experiments.structure_files, nqf.experiments.divergence, nqf.pipeline.jobs
         import nqf.pipeline.reproduction, nqf.io.netcdf
         from nqf.experiments import KINDS, figure_of, kind_of
         for kind in {sorted(KINDS)!r}:

@@ -61,7 +61,7 @@ def _parse(text: str) -> _Table:
 
 def _claims_csv(tmp_path):
     """A claims CSV written as the figure rule writes it, with text that HTML must escape."""
-    from nqf.experiments.common import SUMMARY_COLUMNS, Claim, claims_dataset, summary_rows
+    from nqf.experiments.claims import SUMMARY_COLUMNS, Claim, claims_dataset, summary_rows
 
     claims = [Claim("t* of <b>mode</b> 1 & 2", 1.0, 1.01, 0.05, note='tau "fast" < 1 </td><script>x</script>',
                     checks="paper", source="Fig. 3: 'drops' at τ = 1"),
@@ -194,7 +194,7 @@ def test_the_page_names_its_config_and_says_when_it_is_not_the_papers(tmp_path):
 
 def short_row(quantity, checks="paper", note="not reached: run too short (the run ends at t = 0.4, the prediction "
                                                 "is t = 22.07; steps >= 1106 would reach it); GD vs Theorem 8"):
-    """A row the run did not reach: passed False, judged False (as nqf.experiments.common writes it)."""
+    """A row the run did not reach: passed False, judged False (as nqf.experiments.claims writes it)."""
     return {**row(quantity, False, note, checks=checks), "judged": False, "predicted": 22.07}
 
 

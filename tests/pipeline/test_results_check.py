@@ -101,7 +101,7 @@ def test_force_regeneration_adds_only_files_a_rule_makes_when_the_dag_is_prepare
 
 
 def test_a_summary_cut_at_a_line_end_is_told_by_its_rows(tmp_path):
-    from nqf.experiments.common import SUMMARY_COLUMNS
+    from nqf.experiments.claims import SUMMARY_COLUMNS
 
     header = ",".join(SUMMARY_COLUMNS) + "\n"
     blank = "," * (len(SUMMARY_COLUMNS) - 1)

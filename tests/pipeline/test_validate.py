@@ -72,7 +72,7 @@ def test_theory_with_fewer_modes_than_its_structure(tmp_path):
 
 def test_fit_claim_passed_without_a_measurement(exp):
     from nqf.experiments import KINDS
-    from nqf.experiments.common import Claim, claims_dataset
+    from nqf.experiments.claims import Claim, claims_dataset
 
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
     ds.attrs["config_json"] = __import__("json").dumps(expected_config(exp, "fit"))
@@ -283,7 +283,7 @@ def test_variables_along_renamed_dimensions(exp):
 
 def test_fit_file_lacking_a_variable_its_kind_writes():
     from nqf.experiments import KINDS
-    from nqf.experiments.common import Claim, claims_dataset
+    from nqf.experiments.claims import Claim, claims_dataset
 
     comp = experiment_config("competition")
     ds = claims_dataset([Claim("t*", 1.0, 1.01, 0.05)])
@@ -360,7 +360,7 @@ def test_a_run_trained_on_other_data_is_refused(exp):
 def test_a_fit_file_whose_claim_columns_were_edited_is_refused():
     """Issue 30: a fit file with claim_measured doubled (rel_error and passed untouched) passed
     verify and the summary printed measured 13.86 against predicted 6.91 with passed True."""
-    from nqf.experiments.common import Claim, claims_dataset
+    from nqf.experiments.claims import Claim, claims_dataset
     from nqf.pipeline.validate import claim_consistency_problems
 
     ds = claims_dataset([Claim("t*_1", 6.91, 6.93, 0.05), Claim("gap", 0.0, 0.01, 0.05, relative=False),
@@ -382,7 +382,7 @@ def test_a_summary_row_is_checked_against_its_fit_file(tmp_path):
     import csv
     import io
 
-    from nqf.experiments.common import SUMMARY_COLUMNS, Claim, claims_dataset, summary_rows
+    from nqf.experiments.claims import SUMMARY_COLUMNS, Claim, claims_dataset, summary_rows
     from nqf.pipeline.verify import table_problem
 
     results = tmp_path / "results"

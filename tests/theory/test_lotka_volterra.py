@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import nqf
-from nqf.experiments.common import min_loss
+from nqf.experiments.structure_files import min_loss
 from nqf.training.loop import log_step_grid
 
 
@@ -40,7 +40,7 @@ def test_shared_eigenbasis_recovers_eigenvalues_of_commuting_matrices():
 
 
 def test_data_rank_is_the_span_of_all_columns():
-    from nqf.experiments.common import data_rank
+    from nqf.experiments.structure_files import data_rank
     P, lam, _ = commuting_dense(m=6, p=5)
     lam[:, 3:] = 0.0  # two directions never used by any sample
     A = np.einsum("pk,mk,qk->mpq", P, lam, P)
@@ -140,7 +140,7 @@ def test_min_loss_is_the_nonnegative_least_squares_value():
 
 def test_structure_file_stores_the_second_moment_operator():
     """K(X) = (4/m) sum <A_mu, X> A_mu, rebuilt from the stored compact form, equals the definition."""
-    from nqf.experiments.common import structure_dataset
+    from nqf.experiments.structure_files import structure_dataset
     from nqf.theory.mflow import svec, unsvec
     P, lam, A = commuting_dense(m=3, p=4)  # m = 3 < s/2 = 5: stored as a factor
     y = np.array([1.0, -0.5, 2.0])

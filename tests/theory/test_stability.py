@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from nqf.experiments import featurewise
-from nqf.experiments.common import min_loss
+from nqf.experiments.structure_files import min_loss
 from nqf.theory.forms import DiagonalForm
 from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.training.quadratic import QuadraticModel

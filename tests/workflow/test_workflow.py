@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from nqf.experiments.common import CHECKS
+from nqf.experiments.claims import CHECKS
 
 from helpers import ROOT, read_test_config, snakemake
 

@@ -488,7 +488,7 @@ def classify(exp, arg, call, key=None):
     if err is not None:
         msg = f"{type(err).__name__}: {err}"
         # FileNotFoundError: Python's own error for a missing file (open_runs' results folder)
-        # MemoryError: nqf's refusal of arrays estimated from the shapes, before allocating (nqf._checks.memory)
+        # MemoryError: nqf's refusal of arrays estimated from the shapes, before allocating (nqf.validate.memory)
         clean = (isinstance(err, (ValueError, TypeError, FileNotFoundError, MemoryError, *NQF_ERRORS)) and len(str(err)) < 400
                  and arg in str(err))
         if exp == "valid":

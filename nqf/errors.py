@@ -2,7 +2,7 @@
 
 One message format: a sentence that names what is wrong (the argument, config key or file), the
 value that was found and what to do instead. Library functions raise ``ValueError``/``TypeError``
-subclasses for bad arguments (through :mod:`nqf._checks`); the workflow raises :class:`ConfigError`
+subclasses for bad arguments (through :mod:`nqf.validate`); the workflow raises :class:`ConfigError`
 for a bad config and :class:`ResultFileError`/:class:`ResultWriteError` for files; a usable but
 degraded result warns with :class:`NQFWarning` (``warnings.simplefilter("error", NQFWarning)``
 turns those into errors). Nothing here imports the rest of nqf.

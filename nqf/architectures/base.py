@@ -81,7 +81,7 @@ def _checked_arguments(cls_name: str, bound: dict) -> dict:
     """The constructor's arguments, checked and normalised (np.int64 -> int, lists -> tuples);
     a wrong one refused naming it, instead of a ZeroDivisionError, a negative-dimension
     RuntimeError or a module full of NaN weights."""
-    from nqf import _checks
+    from nqf import validate
     from nqf.architectures.activations import ACTIVATIONS
 
     out = dict(bound)
@@ -90,20 +90,20 @@ def _checked_arguments(cls_name: str, bound: dict) -> dict:
         if name in SIZE_ARGUMENTS:
             if value is None and name in OPTIONAL_SIZES:
                 continue  # None = the class's documented default (e.g. tied_qk's d_k = width)
-            out[name] = _checks.integer(where, value, minimum=1)
+            out[name] = validate.integer(where, value, minimum=1)
         elif name in PAIR_ARGUMENTS:
             if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
                 raise ValueError(f"{where} must be a pair of integers >= 1 (height, width); got "
-                                 f"{_checks.describe(value)}.")
-            out[name] = tuple(_checks.integer(where, v, minimum=1) for v in value)
+                                 f"{validate.describe(value)}.")
+            out[name] = tuple(validate.integer(where, v, minimum=1) for v in value)
         elif name in ("init_std", "theta"):
-            out[name] = _checks.scalar(where, value, low=0.0 if name == "init_std" else None)
+            out[name] = validate.scalar(where, value, low=0.0 if name == "init_std" else None)
         elif name == "seed" and value is not None:
-            out[name] = _checks.seed(where, value)
+            out[name] = validate.seed(where, value)
         elif name == "dtype":
-            _checks.floating_dtype(where, value)
+            validate.floating_dtype(where, value)
         elif name in ("activation_name", "gate"):
-            _checks.choice(where, value, sorted(ACTIVATIONS))
+            validate.choice(where, value, sorted(ACTIVATIONS))
     return out
 
 
@@ -268,7 +268,7 @@ class UnitModule(torch.nn.Module, ABC):
         or a tuple of them), each real, with a leading sample axis and the sizes of
         ``sample_inputs`` on every other axis except a sequence's ``token`` axis (any length);
         torch would otherwise fail deep in an einsum or, for a 1-D x, broadcast it silently."""
-        from nqf import _checks
+        from nqf import validate
 
         parts = x if isinstance(x, tuple) else (x,)
         shapes = tuple(tuple(p.shape) if isinstance(p, Tensor) else None for p in parts)
@@ -285,7 +285,7 @@ class UnitModule(torch.nn.Module, ABC):
         for (part, axes), got, want in zip(layout, parts, ref):
             if not isinstance(got, Tensor):
                 raise TypeError(f"{name}'s input {part} must be a torch tensor; got a {type(got).__name__}.")
-            _checks.tensor_data(part, got)
+            validate.tensor_data(part, got)
             if got.is_complex():
                 raise TypeError(f"{name}'s input {part} must be real, not complex; got {got.dtype}.")
             free = [a == "token" for a in axes]
@@ -367,13 +367,13 @@ class UnitModule(torch.nn.Module, ABC):
 def initial_weights(module: UnitModule, seeds: Sequence[int], scales: Sequence[float] = (1.0,)) -> Tensor:
     """W0 of shape (scales x seeds, p, d), scale-major: seed s gives one standard Gaussian G_s
     (torch generator seeded by s, float64), scaled by each sigma in ``scales``."""
-    from nqf import _checks
+    from nqf import validate
 
     listed = seeds.tolist() if hasattr(seeds, "tolist") else seeds
     if isinstance(listed, (str, bytes)) or not hasattr(listed, "__iter__") or len(list(listed)) == 0:
-        raise ValueError(f"seeds must be a non-empty sequence of integers >= 0; got {_checks.describe(seeds)}.")
-    seeds = [_checks.seed("seeds", s) for s in listed]
-    scales = _checks.array("scales", scales, ndim=1, nonempty=True)
+        raise ValueError(f"seeds must be a non-empty sequence of integers >= 0; got {validate.describe(seeds)}.")
+    seeds = [validate.seed("seeds", s) for s in listed]
+    scales = validate.array("scales", scales, ndim=1, nonempty=True)
     G = torch.stack([torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(s),
                                  dtype=torch.float64) for s in seeds])
     return torch.cat([float(sigma) * G for sigma in scales])

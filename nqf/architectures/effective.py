@@ -52,9 +52,9 @@ def effective_outputs(module: UnitModule, E: Tensor, x) -> Tensor:
 
 def singular_values(module: UnitModule, W: Tensor, n: int) -> Tensor:
     """The n largest singular values of E(W), shape (..., n)."""
-    from nqf import _checks
+    from nqf import validate
 
-    n = _checks.integer("n", n, minimum=1)
+    n = validate.integer("n", n, minimum=1)
     return torch.linalg.svdvals(effective_matrix(module, W))[..., :n]
 
 
@@ -97,10 +97,10 @@ def teacher_weights(module: UnitModule, s, gen: torch.Generator) -> Tensor:
     says how its units carry them.
     """
     _check(module)
-    from nqf import _checks
+    from nqf import validate
 
-    s_np = _checks.array("s", s, ndim=1, nonempty=True)
-    _checks.nonnegative("s", s_np, what=" (singular values of the teacher's effective matrix)")
+    s_np = validate.array("s", s, ndim=1, nonempty=True)
+    validate.nonnegative("s", s_np, what=" (singular values of the teacher's effective matrix)")
     s = torch.as_tensor(s_np, dtype=torch.float64)
     return module.teacher_units(s.sqrt(), gen)
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from nqf import _checks
+from nqf import validate
 from nqf.architectures.base import UnitModule, orthonormal
 from nqf.architectures.registry import ARCHITECTURES, selection
 
@@ -95,11 +95,11 @@ def design(name: str, n_modes: int, width: int, seed: int) -> Design:
     if name not in DESIGNS:
         raise ValueError(f"No init_scaling design for architecture {name!r}; choose from "
                          f"{', '.join(DESIGNS)}.")
-    n_modes = _checks.integer("n_modes", n_modes, minimum=1)
+    n_modes = validate.integer("n_modes", n_modes, minimum=1)
     if not 1 <= n_modes <= MAX_MODES:
         raise ValueError(f"n_modes (the number of modes) must lie in 1..{MAX_MODES}; got {n_modes}.")
-    width = _checks.integer("width", width, minimum=1)
-    seed = _checks.seed("seed", seed)
+    width = validate.integer("width", width, minimum=1)
+    seed = validate.seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     build, inputs, Q, note = ARCHITECTURES[name].module_class.mode_design(n_modes, width, gen, seed)
     return Design(name, build, inputs, Q, note)
@@ -134,12 +134,12 @@ def initial_weights(des: Design, z_star, eps, seeds, seed_scale: float, seed: in
     modes share one unit, which Assumption 1 allows (off-diagonal entries are slaved, Prop. 7).
     """
     d, (p, K) = des.module.width, des.modes.shape
-    z_star = _checks.array("z_star", z_star, shape=(K,))
-    _checks.nonnegative("z_star", z_star)
-    eps = _checks.positive("eps", _checks.array("eps", eps, ndim=1, nonempty=True), what=" (z_k(0) = eps z*_k)")
-    seeds = [_checks.seed("seeds", s) for s in (seeds.tolist() if hasattr(seeds, "tolist") else seeds)]
-    seed_scale = _checks.scalar("seed_scale", seed_scale, low=0.0)
-    seed = _checks.seed("seed", seed)
+    z_star = validate.array("z_star", z_star, shape=(K,))
+    validate.nonnegative("z_star", z_star)
+    eps = validate.positive("eps", validate.array("eps", eps, ndim=1, nonempty=True), what=" (z_k(0) = eps z*_k)")
+    seeds = [validate.seed("seeds", s) for s in (seeds.tolist() if hasattr(seeds, "tolist") else seeds)]
+    seed_scale = validate.scalar("seed_scale", seed_scale, low=0.0)
+    seed = validate.seed("seed", seed)
     gen = torch.Generator().manual_seed(zlib.crc32(f"{des.name}:{seed}".encode()))
     R = orthonormal(d, K, gen) if d >= K else torch.ones(d, K, dtype=torch.float64) / np.sqrt(d)
     amp = torch.sqrt(torch.as_tensor(np.asarray(eps, float))[:, None] * torch.as_tensor(np.asarray(z_star, float))[None])

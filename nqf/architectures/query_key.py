@@ -243,12 +243,12 @@ class SelfAttentionReadout(QueryKeyAttention):
     def __init__(self, D: int = 4, d_k: int = 2, width: int = 2, n_outputs: int = 2, seq_len: int = 5,
                  init_std: float = 1.0, seed: int | None = 0, dtype: torch.dtype = torch.float64,
                  query: str = "all", heads: str = "sum", center: bool = False):
-        from nqf import _checks
+        from nqf import validate
 
         super().__init__(D=D, d_k=d_k, width=width, n_outputs=n_outputs, seq_len=seq_len, init_std=init_std,
                          seed=seed, dtype=dtype)
-        self.query = _checks.choice("SelfAttentionReadout: query", query, QUERIES)
-        self.heads = _checks.choice("SelfAttentionReadout: heads", heads, HEADS)
+        self.query = validate.choice("SelfAttentionReadout: query", query, QUERIES)
+        self.heads = validate.choice("SelfAttentionReadout: heads", heads, HEADS)
         if not isinstance(center, bool):
             raise TypeError(f"SelfAttentionReadout: center must be True or False; got {center!r:.40}.")
         self.center = center

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nqf import _checks
+from nqf import validate
 
 DATASETS = ("mnist5k", "digits8x8", "mnist_npz")
 PREPROCESSING = ("standardise", "raw")
@@ -141,9 +141,9 @@ def load_digit_task(dataset: str = "mnist5k", *, n_train: int = 4000, n_test: in
     """
     if preprocessing not in PREPROCESSING:
         raise ValueError(f"preprocessing must be one of {', '.join(PREPROCESSING)}; got {preprocessing!r}.")
-    n_train = _checks.integer("n_train", n_train, minimum=2)  # standardise needs a spread: 2 images
-    n_test = _checks.integer("n_test", n_test, minimum=1)
-    rng = np.random.default_rng(_checks.seed("seed", seed))
+    n_train = validate.integer("n_train", n_train, minimum=2)  # standardise needs a spread: 2 images
+    n_test = validate.integer("n_test", n_test, minimum=1)
+    rng = np.random.default_rng(validate.seed("seed", seed))
     if dataset in ("mnist5k", "digits8x8"):
         if dataset == "mnist5k":
             images, digits = mnist5k_images()

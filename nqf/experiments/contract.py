@@ -71,7 +71,7 @@ OPTIONAL = {
     "RUN_ID_KEYS": "the config lists the run ids are made of (a value listed twice is refused)",
     "estimate": "estimate(cfg) -> {'bytes': .., 'steps': .., 'what': ..}: the largest run's memory and steps, "
                 "checked against the machine before any job (default: nqf.experiments.machine.generic_estimate)",
-    # facts read by the result checks (nqf.pipeline.validate) and the reproduction page
+    # facts read by the result checks (nqf.pipeline.verify_stage) and the reproduction page
     "NONFINITE": "stage -> {variable name pattern: why}: variables of its data, structure or run files that hold "
                  "NaN/inf by design (padding of ragged records, losses after a divergence it tolerates)",
     "FINITE_THEORY": "theory variables that must be finite (its predicted trajectories and the numbers every valid "

@@ -19,7 +19,7 @@ from nqf.experiments.claims import (
     run_too_short,
     steps_to_reach,
 )
-from nqf.experiments.matching import check_runs
+from nqf.experiments.verify_runs import check_runs
 from nqf.theory.ignition import level_crossing
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import GLV_ATOL, GLV_RTOL
@@ -74,7 +74,7 @@ def flow_times(cfg: dict, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 def gd_run(run_ds: dict[str, xr.Dataset], cfg: dict, kind: str) -> xr.Dataset:
     """Seed 0 of the run ``gd``, once its recorded kind, eps, lr and loss convention are checked
-    against the config (nqf.experiments.matching.check_runs)."""
+    against the config (nqf.experiments.verify_runs.check_runs)."""
     check_runs(run_ds, {"gd": {"experiment_kind": kind, "eps": cfg["eps"], "lr": cfg["lr"], "loss": cfg["loss"]}})
     return run_ds["gd"].isel(seed=0)
 

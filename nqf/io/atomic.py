@@ -3,7 +3,7 @@ temporary file in its destination folder and moved into place with ``os.replace`
 killed job never leaves a file that looks finished.
 
 The temporary file's name holds the writer's pid and host (:data:`TEMP_PATTERN`), so that the
-next run can remove the leftover of a killed writer (nqf.pipeline.results_check) without
+next run can remove the leftover of a killed writer (nqf.pipeline.results_tree) without
 touching one a running job still writes. A failure the user can fix (a full disk, a quota, no
 permission) becomes :class:`nqf.errors.ResultWriteError` with one sentence
 (nqf.io.write_failures).

@@ -1,6 +1,6 @@
 """What the main snakemake process does to results/ before Snakemake plans a run.
 
-The checks of :mod:`nqf.pipeline.results_check`, :mod:`nqf.pipeline.results_record` and
+The checks of :mod:`nqf.pipeline.results_tree`, :mod:`nqf.pipeline.results_record` and
 :mod:`nqf.pipeline.verify` find files no job would ever see as wrong (not NetCDF at all, cut
 short, changed behind their mtime, made for another config, copied in). A run moves each aside so
 that it is regenerated. Moving is only safe when this call is the one that will run jobs on
@@ -139,7 +139,7 @@ def before_planning(workflow, experiments, argv=None, results: str | os.PathLike
                     workdir: str | os.PathLike = ".") -> list[str]:
     """Every check of the module docstring; the sentences to print (stderr). Files a run moves
     aside are handed to Snakemake as forced, so that this call remakes them."""
-    from nqf.pipeline import results_check, results_record, verify
+    from nqf.pipeline import results_record, results_tree, verify
 
     argv = sys.argv if argv is None else argv
     move, why = sweep_mode(argv, results, workdir)
@@ -148,19 +148,19 @@ def before_planning(workflow, experiments, argv=None, results: str | os.PathLike
         return out  # its files are being written: do not even read them
     results = Path(results)
     if os.path.lexists(results) and not results.is_dir():
-        out.append(results_check.move_aside(results, "is not a folder, and every job writes into it",
+        out.append(results_tree.move_aside(results, "is not a folder, and every job writes into it",
                                             move=move)[1])
         return out
     before = set(results_record.files(results))
     made_by = verify.made_by(experiments, results)
-    for folder in results_check.blocked_folders(made_by, results):
-        out.append(results_check.move_aside(folder, "is not a folder, and jobs write into it", move=move)[1])
-    out += results_check.remove_outward_links(results_check.outward_links(results), move=move)
-    out += results_check.scan(results, move=move)
+    for folder in results_tree.blocked_folders(made_by, results):
+        out.append(results_tree.move_aside(folder, "is not a folder, and jobs write into it", move=move)[1])
+    out += results_tree.remove_outward_links(results_tree.outward_links(results), move=move)
+    out += results_tree.scan(results, move=move)
     others = [(p, rule) for p, rule in made_by.items() if p.suffix != ".nc"]
-    out += results_check.set_aside_outputs(others, move=move)
+    out += results_tree.set_aside_outputs(others, move=move)
     tables = [(p, rule) for p, rule in others if p.suffix == ".csv"]
-    out += results_check.set_aside_outputs(tables, lambda p: verify.table_problem(p, experiments, results),
+    out += results_tree.set_aside_outputs(tables, lambda p: verify.table_problem(p, experiments, results),
                                            move=move)
     out += results_record.set_aside_changed(results_record.changed_behind_mtime(results), move=move)
     new = results_record.new_to_record([p for p in made_by if p.suffix in (".nc", ".csv") and p.is_file()])
@@ -170,7 +170,7 @@ def before_planning(workflow, experiments, argv=None, results: str | os.PathLike
             out.append(f"nqf: {finding.problem} {finding.action}")
     if not move:
         return out
-    for path in results_check.remove_stale_temporaries(results):
+    for path in results_tree.remove_stale_temporaries(results):
         out.append(f"nqf: removed {path}, the temporary file of a write that was killed.")
     ours = {str(p) for p in made_by}
     gone = sorted(str(p) for p in before - set(results_record.files(results)) if str(p) in ours)
@@ -184,20 +184,20 @@ def before_run(workflow, experiments, argv=None, results: str | os.PathLike = "r
     """What workflow/rules/housekeeping.smk does when the Snakefile is parsed: in the main
     snakemake process only (a cluster job parses the Snakefile again on its node and must not
     sweep the tree), :func:`before_planning`, its sentences on stderr; then a hint where
-    Snakemake's lock files are present (nqf.pipeline.results_check.lock_hint), unless this call
+    Snakemake's lock files are present (nqf.pipeline.results_tree.lock_hint), unless this call
     is ``--unlock``.
 
     Snakemake does not remake a missing intermediate file whose products are present and newer
     than their other inputs, so each file moved aside is handed to Snakemake as forced (as with
     ``--forcerun FILE``): this call remakes it, whichever target was asked for, and then
     everything made from it (nqf.pipeline.results_record.force_regeneration)."""
-    from nqf.pipeline import results_check
+    from nqf.pipeline import results_tree
 
     if not workflow.is_main_process:
         return
     argv = sys.argv if argv is None else argv
     for message in before_planning(workflow, experiments, argv, results, workdir):
         print(message, file=sys.stderr)
-    hint = results_check.lock_hint(workdir)
+    hint = results_tree.lock_hint(workdir)
     if hint and "--unlock" not in argv:
         print(hint, file=sys.stderr)

@@ -16,7 +16,7 @@ import sys
 
 from nqf.errors import ConfigError, ResultFileError, ResultWriteError, TrainingDiverged
 from nqf.io.write_failures import out_of_space, write_error
-from nqf.pipeline.results_check import aside_path
+from nqf.pipeline.results_tree import aside_path
 
 USER_ERRORS = (ConfigError, ResultFileError, ResultWriteError, TrainingDiverged)
 

@@ -187,7 +187,7 @@ def new_to_record(paths, record: str | os.PathLike = RECORD) -> list[Path]:
 def set_aside_changed(paths, *, move: bool = True) -> list[str]:
     """Move each file aside to ``<name>.unusable`` (with ``move`` False: say that a run would);
     one sentence per file."""
-    from nqf.pipeline.results_check import move_aside
+    from nqf.pipeline.results_tree import move_aside
 
     return [move_aside(path, "changed since nqf recorded it while its mtime stayed the same (copied with its "
                              "times, restored, or edited outside the workflow)", move=move)[1] for path in paths]

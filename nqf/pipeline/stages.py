@@ -33,7 +33,7 @@ def data(exp: str, cfg: Mapping, output: PathLike, *, log: PathLike | None = Non
 
     with job(_path(log), "data"):
         ds = kind_of(cfg).make_data(cfg)
-        ds.attrs["experiment"] = exp  # checked on read: nqf.pipeline.validate
+        ds.attrs["experiment"] = exp  # checked on read: nqf.pipeline.verify_stage
         write_dataset(ds, output, config=cfg, title=f"nqf data of experiment {exp}", origin=origin)
 
 
@@ -42,7 +42,7 @@ def structure(exp: str, cfg: Mapping, exp_cfg: Mapping, data_file: PathLike, out
     """Rule structure: Lotka-Volterra reduction and A(x) statistics from the data file."""
     from nqf.experiments import has_own_structure, structure_of
     from nqf.io.netcdf import write_dataset
-    from nqf.pipeline.validate import open_stage, with_data_config
+    from nqf.pipeline.verify_stage import open_stage, with_data_config
 
     with job(_path(log), "structure"):
         # the generic reduction needs the targets; a kind's own structure checks what it reads
@@ -60,7 +60,7 @@ def theory(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, o
     """Rule theory: predictions from the structure statistics alone (no training)."""
     from nqf.experiments import kind_of
     from nqf.io.netcdf import write_dataset
-    from nqf.pipeline.validate import open_stage, with_data_config
+    from nqf.pipeline.verify_stage import open_stage, with_data_config
 
     with job(_path(log), "theory"):
         structure_ds = open_stage(structure_file, "structure", exp_cfg, require=("r", "C"), experiment=exp)
@@ -92,7 +92,7 @@ def train(exp: str, run: str, cfg: Mapping, exp_cfg: Mapping, data_file: PathLik
     )
     from nqf.io.netcdf import open_result, write_dataset
     from nqf.io.runs import with_run_coordinates
-    from nqf.pipeline.validate import open_stage, with_data_config
+    from nqf.pipeline.verify_stage import open_stage, with_data_config
 
     base, block = split_run_id(exp_cfg, run)
     title = f"nqf training run {run} of experiment {exp}"
@@ -129,7 +129,7 @@ def fit(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, theo
     from nqf.experiments.claims import with_reading
     from nqf.experiments.divergence import diverged_runs, divergence_fit
     from nqf.io.netcdf import write_dataset
-    from nqf.pipeline.validate import (
+    from nqf.pipeline.verify_stage import (
         check_derived,
         open_stage,
         run_dims_of_structure,
@@ -165,7 +165,7 @@ def figure(exp: str, cfg: Mapping, exp_cfg: Mapping, style: Mapping, theory_file
     from nqf.experiments.divergence import diverged_runs, divergence_figure
     from nqf.io.netcdf import write_text
     from nqf.pipeline.report_html import claims_page
-    from nqf.pipeline.validate import open_stage
+    from nqf.pipeline.verify_stage import open_stage
 
     paths = [pdf, png]
     with job(_path(log), "figure"):
@@ -187,7 +187,7 @@ def summary(experiments: Sequence[str], exp_cfgs: Mapping[str, Mapping], fit_fil
     ``experiments`` (ids, in the order of ``fit_files``)."""
     from nqf.experiments.claims import summary_csv, summary_rows
     from nqf.io.netcdf import write_text
-    from nqf.pipeline.validate import open_stage
+    from nqf.pipeline.verify_stage import open_stage
 
     with job(_path(log), "summary") as logger:
         rows = []
@@ -230,7 +230,7 @@ def reproduction(experiments: Mapping[str, Mapping], exp_cfgs: Mapping[str, Mapp
     from nqf.io.netcdf import write_text
     from nqf.pipeline.report_html import verdicts_fragment
     from nqf.pipeline.reproduction import collect, html_page, markdown
-    from nqf.pipeline.validate import open_stage
+    from nqf.pipeline.verify_stage import open_stage
 
     with job(_path(log), "reproduction") as logger:
         fits = {exp: open_stage(path, "fit", exp_cfgs[exp], experiment=exp)

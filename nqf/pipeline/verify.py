@@ -3,7 +3,7 @@
 Snakemake reruns a job when an input is newer than its output, never because a file's content
 changed: a file edited or copied in with its old mtime (``cp -a``, a restore from a backup, a
 tool that keeps mtimes) is used as it is. :func:`verify_results` opens each NetCDF file the
-config's DAG holds with the same checks the jobs make on read (:func:`nqf.pipeline.validate.open_stage`:
+config's DAG holds with the same checks the jobs make on read (:func:`nqf.pipeline.verify_stage.open_stage`:
 nqf's file, the experiment it was written for, expected variables, dims and sizes from the
 config, finite values where the stage requires them), checks that theory and run files agree
 with their structure file in size, and moves each wrong file aside (``<name>.unusable``), so that
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from nqf.errors import ResultFileError
 from nqf.experiments import run_ids
-from nqf.pipeline.validate import check_derived, open_stage, run_dims_of_structure
+from nqf.pipeline.verify_stage import check_derived, open_stage, run_dims_of_structure
 
 # stage -> folder under results/ (train files are results/runs/<exp>/<run>.nc)
 FOLDERS = {"data": "data", "structure": "structure", "theory": "theory", "fit": "fits"}
@@ -85,7 +85,7 @@ def table_problem(path: Path, experiments: Mapping[str, Mapping], results: Path 
     rows are all of its experiment; the summary names only the config's experiments and every one
     whose claims table has rows; with ``against_fits``, every row is the one its fit file gives
     (:func:`rows_problem`). (The form, a table cut short, is
-    :func:`nqf.pipeline.results_check.output_problem`'s.)"""
+    :func:`nqf.pipeline.results_tree.output_problem`'s.)"""
     from nqf.experiments.claims import SUMMARY_COLUMNS
 
     path, results = Path(path), Path(results)
@@ -206,7 +206,7 @@ def verify_results(experiments: Mapping[str, Mapping], results: str | os.PathLik
             continue
         findings.append(Finding(path, stage, ""))
     # the summary and the claims tables, row by row against their fit files
-    from nqf.pipeline.results_check import move_aside as _move_aside
+    from nqf.pipeline.results_tree import move_aside as _move_aside
 
     for path, rule in made_by(experiments, results).items():
         if path.suffix != ".csv" or not path.is_file() or (only is not None and path not in wanted):

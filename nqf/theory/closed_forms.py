@@ -14,7 +14,7 @@ import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 from scipy.optimize import brentq
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.losses import flat_targets
 from nqf.theory.lotka_volterra import _mode_vectors, logistic_solution
 
@@ -22,12 +22,12 @@ from nqf.theory.lotka_volterra import _mode_vectors, logistic_solution
 def _sample_modes(lam, y, z0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """lam (m, K), y (m,) or (n, n_out) sample-major, z0 (K,) or a scalar: finite, matching,
     z0 >= 0 (Theorems 4 and 5); returns y flat and n = y.shape[0], the loss's 1/n (nqf.theory.losses)."""
-    lam = _checks.array("lam", lam, ndim=2, nonempty=True)
+    lam = validate.array("lam", lam, ndim=2, nonempty=True)
     y, n = flat_targets(y, lam.shape[0])
-    z0 = _checks.array("z0", z0, ndim=(0, 1))
+    z0 = validate.array("z0", z0, ndim=(0, 1))
     if z0.ndim == 1 and z0.shape[0] != lam.shape[1]:
         raise ValueError(f"z0 must be a scalar or have one entry per mode ({lam.shape[1]}); got {z0.shape[0]}.")
-    _checks.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
+    validate.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
     return lam, y, z0, n
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
@@ -61,8 +61,8 @@ class ScalarFlow:
     """
 
     def __init__(self, a, b, c: float):
-        a, b = np.broadcast_arrays(_checks.array("a", a), _checks.array("b", b))
-        c = _checks.scalar("c", c)
+        a, b = np.broadcast_arrays(validate.array("a", a), validate.array("b", b))
+        c = validate.scalar("c", c)
         if np.any(a * b < 0):
             raise ValueError("ScalarFlow needs a_j * b_j >= 0 (a non-increasing F).")
         const = (b == 0) & (a != 0)
@@ -211,15 +211,15 @@ def theorem4(lam, cmu, y, z0, t) -> np.ndarray:
     alpha = (4/n) sum c_mu^2, beta = (4/n) sum c_mu y_mu; ``cmu`` has one entry per data matrix,
     ``y`` is (m,) or (n, n_out) sample-major, n = y.shape[0] (nqf.theory.losses).
     """
-    lam = _checks.array("lam", lam, ndim=1, nonempty=True)
-    cmu = _checks.array("cmu", cmu, ndim=1, nonempty=True)
+    lam = validate.array("lam", lam, ndim=1, nonempty=True)
+    cmu = validate.array("cmu", cmu, ndim=1, nonempty=True)
     y, m = flat_targets(y, cmu.shape[0])
-    z0 = _checks.array("z0", z0, ndim=(0, 1))
+    z0 = validate.array("z0", z0, ndim=(0, 1))
     if z0.ndim == 1 and z0.shape[0] != lam.shape[0]:
         raise ValueError(f"z0 must be a scalar or have one entry per mode ({lam.shape[0]}); got {z0.shape[0]}.")
-    _checks.nonnegative("z0", z0)
+    validate.nonnegative("z0", z0)
     z0 = np.broadcast_to(z0, lam.shape)
-    t = _checks.time_grid("t", t, increasing=False, nonempty=False)
+    t = validate.time_grid("t", t, increasing=False, nonempty=False)
     alpha, beta = 4.0 / m * np.sum(cmu ** 2), 4.0 / m * np.sum(cmu * y)
     flow = ScalarFlow(alpha * lam * z0, 2 * lam, beta)
     xi = flow.xi(np.asarray(t, float))
@@ -258,7 +258,7 @@ def theorem5(lam, y, z0, t) -> np.ndarray:
     lam, y, z0, m = _sample_modes(lam, y, z0)
     K = lam.shape[1]
     z0 = np.broadcast_to(z0, (K,))
-    t = _checks.time_grid("t", t, increasing=False, nonempty=False)
+    t = validate.time_grid("t", t, increasing=False, nonempty=False)
     flows, owner = theorem5_flows(lam, y, z0, m)
     z = np.broadcast_to(z0, (t.size, K)).copy()
     for mu, flow in enumerate(flows):
@@ -275,7 +275,7 @@ def theorem5_ignition_times(lam, y, z0, rho: float = 0.5) -> np.ndarray:
     ``lam``); ``y`` (m,) or (n, n_out) sample-major (nqf.theory.losses).
     """
     lam, y, z0, n = _sample_modes(lam, y, z0)
-    rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
+    rho = validate.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
     flows, _ = theorem5_flows(lam, y, z0, n)
     out = np.full(len(flows), np.nan)
     for mu, flow in enumerate(flows):
@@ -299,19 +299,19 @@ def theorem7(Y, c: float, t, *, M0=None, W0=None) -> np.ndarray:
     time would make it singular to rounding once a mode saturates), nothing overflows, and the
     factor G is carried along (never re-factorised), so tiny modes keep their relative accuracy.
     """
-    Y = _checks.square("Y", Y)
+    Y = validate.square("Y", Y)
     if Y.size == 0:
         raise ValueError("Y (the target moment, p x p) must not be empty; got shape (0, 0).")
-    _checks.symmetric("Y", Y, context=" (the target moment (4/m) sum y_mu A_mu)")
-    c = _checks.scalar("c", c, low=0.0)
-    _checks.initial_state(M0, W0, Y.shape[0])  # checks only: the factor below keeps the given W0 exactly
+    validate.symmetric("Y", Y, context=" (the target moment (4/m) sum y_mu A_mu)")
+    c = validate.scalar("c", c, low=0.0)
+    validate.initial_state(M0, W0, Y.shape[0])  # checks only: the factor below keeps the given W0 exactly
     gam, Q = np.linalg.eigh((Y + Y.T) / 2)
     if W0 is not None:
         G = Q.T @ np.asarray(W0, float)
     else:
         ev, V = np.linalg.eigh(Q.T @ np.asarray(M0, float) @ Q)
         G = V * np.sqrt(np.clip(ev, 0.0, None))
-    t = _checks.time_grid("t", t, increasing=False, nonempty=False)
+    t = validate.time_grid("t", t, increasing=False, nonempty=False)
     seg = 2.0 / max(float(np.max(np.abs(gam))), 1e-300)
 
     def advance(G, dt):
@@ -342,13 +342,13 @@ def _named_logistic(rate, cap, start, t, scale_rate: float, scale_cap: float) ->
     if c.size and c.min() < -1e-12 * float(np.max(np.abs(c))):
         raise ValueError(f"{cap[0]} must be non-negative (a negative {cap[0]} makes the amplitude negative or "
                          f"blow up); got smallest {cap[0]} = {c.min():.3g}.")
-    _checks.nonnegative(start[0], z0, what=" (an initial amplitude)")
+    validate.nonnegative(start[0], z0, what=" (an initial amplitude)")
     return logistic_solution(scale_rate * r, scale_cap * c, z0, t)
 
 
 def theorem7_modes(gamma, c: float, z0, t) -> np.ndarray:
     """Eq. 42: eigenvalues of M(t) when M(0) and Y commute, logistic with rate 2 gamma_k."""
-    c = _checks.scalar("c", c, low=0.0)
+    c = validate.scalar("c", c, low=0.0)
     return _named_logistic(("gamma", gamma), ("c", c), ("z0", z0), t, 2.0, 8.0)
 
 
@@ -371,7 +371,7 @@ def corollary4_modes(S, y) -> dict:
     ``residual`` = max_a |C(u_a v_a^T) - c_a u_a v_a^T| / |C(u_a v_a^T)| with
     C(Q) = (1/n) sum <S_mu, Q> S_mu (zero when every singular mode is an eigenmatrix of C).
     """
-    S = _checks.array("S", S, ndim=3, nonempty=True)
+    S = validate.array("S", S, ndim=3, nonempty=True)
     y, m = flat_targets(y, S.shape[0])
     T = np.einsum("m,mij->ij", y, S) / m
     u, tau, vt = np.linalg.svd(T, full_matrices=False)
@@ -385,12 +385,12 @@ def corollary4_modes(S, y) -> dict:
 
 def corollary4_init(u, v, rho0, d: int, seed: int = 0) -> np.ndarray:
     """Balanced, aligned W0 = [U0; V0] (Eq. 269) with random orthonormal directions r_a in R^d."""
-    rho0 = _checks.array("rho0", rho0, ndim=1, nonempty=True)
-    _checks.nonnegative("rho0", rho0, what=" (singular-mode strengths rho_a(0))")
-    u = _checks.array("u", u, ndim=2, shape=(None, rho0.size))
-    v = _checks.array("v", v, ndim=2, shape=(None, rho0.size))
-    d = _checks.integer("d", d, minimum=1)
-    seed = _checks.seed("seed", seed)
+    rho0 = validate.array("rho0", rho0, ndim=1, nonempty=True)
+    validate.nonnegative("rho0", rho0, what=" (singular-mode strengths rho_a(0))")
+    u = validate.array("u", u, ndim=2, shape=(None, rho0.size))
+    v = validate.array("v", v, ndim=2, shape=(None, rho0.size))
+    d = validate.integer("d", d, minimum=1)
+    seed = validate.seed("seed", seed)
     if d < rho0.size:
         raise ValueError(f"Balanced aligned init needs d >= {rho0.size} units for orthonormal r_a; got {d}.")
     R, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, rho0.size)))

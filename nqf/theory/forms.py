@@ -35,11 +35,11 @@ def _check_matrices(name: str, A: Tensor, what: str) -> None:
 def _real_tensor(name: str, x) -> Tensor:
     """A structure form's matrices as a real floating tensor: a tensor without data (meta) or a
     complex and bool ones refused, integer tensors cast to float64 (as numpy inputs are)."""
-    from nqf import _checks
+    from nqf import validate
 
     if not isinstance(x, Tensor):
-        return as_tensor(_checks.array(name, x, finite=None))
-    _checks.tensor_data(name, x)
+        return as_tensor(validate.array(name, x, finite=None))
+    validate.tensor_data(name, x)
     if x.is_complex():
         raise TypeError(f"{name} must be real, not complex; got a {x.dtype} tensor of shape {tuple(x.shape)}.")
     if x.dtype == torch.bool:
@@ -51,9 +51,9 @@ def _real_tensor(name: str, x) -> Tensor:
 def check_dense_memory(form: "StructureForm", like: Tensor, extra: int = 0) -> None:
     """Refuse ``form.dense()`` (m matrices of p x p, plus ``extra`` entries of work space) where it
     does not fit in the memory available on ``like``'s device, before allocating."""
-    from nqf import _checks
+    from nqf import validate
 
-    _checks.memory(f"the dense structure matrices of this form (m = {form.m} data matrices of p x p = {form.p} x {form.p})",
+    validate.memory(f"the dense structure matrices of this form (m = {form.m} data matrices of p x p = {form.p} x {form.p})",
                    (form.m * form.p * form.p + extra) * like.element_size(),
                    "pass fewer samples (an architecture's form.subset(slice(0, n))) or a layer with fewer weights "
                    "per unit; the form's outputs and apply_weighted never build them", like.device)

@@ -31,14 +31,14 @@ import math
 
 import numpy as np
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.scaling import predict_exponent
 
 
 def fourier_features(x, P: int) -> np.ndarray:
     """psi_k(x) = sqrt2 cos(2 pi k x) for k = 1..P: (len(x), P)."""
-    P = _checks.integer("P", P, minimum=1)
-    x = _checks.array("x", x, ndim=1)
+    P = validate.integer("P", P, minimum=1)
+    x = validate.array("x", x, ndim=1)
     k = np.arange(1, P + 1)
     return math.sqrt(2.0) * np.cos(2 * math.pi * np.outer(x, k))
 
@@ -69,7 +69,7 @@ def predicted_windows(P: int, beta: float, thetas, z0: float, cutoff: float, t_m
     coefficients (:func:`designed_coefficients`, equal to the grid's to 1e-12), from the balanced
     mean init z_k(0) = ``z0``; ``t_max`` (one per theta, or None) ends a window at the training
     horizon, ``cutoff`` is predict_exponent's finite-size cutoff."""
-    P = _checks.integer("P", P, minimum=3)  # a power law needs at least 3 modes
+    P = validate.integer("P", P, minimum=3)  # a power law needs at least 3 modes
     k = np.arange(1, P + 1, dtype=float)
     out = []
     for j, theta in enumerate(thetas):

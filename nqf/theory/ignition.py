@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nqf import _checks
+from nqf import validate
 
 
 def ignition_times(t, z, *, rho: float = 0.5, saturation=None) -> np.ndarray:
@@ -16,18 +16,18 @@ def ignition_times(t, z, *, rho: float = 0.5, saturation=None) -> np.ndarray:
     recorded point overshoots the saturation value). Modes that never cross, or start above the
     threshold, give NaN.
     """
-    t = _checks.time_grid("t", t)
-    z = _checks.array("z", z)
+    t = validate.time_grid("t", t)
+    z = validate.array("z", z)
     if z.ndim == 0 or z.shape[0] != t.shape[0]:
         raise ValueError(f"z must have time first, one row per entry of t ({t.shape[0]}); got shape {z.shape}.")
-    rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
+    rho = validate.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
     flat = z.reshape(z.shape[0], -1)
     if saturation is None:
         sat = flat[-1]
     else:
         # NaN or +inf: no level for that mode (nqf.theory.staircase's ignition_level of a mode that never
         # ignites), which gives NaN like a mode that never crosses
-        sat = _checks.array("saturation", saturation, finite=None)
+        sat = validate.array("saturation", saturation, finite=None)
         try:
             sat = np.broadcast_to(sat, z.shape[1:]).reshape(-1)
         except ValueError:
@@ -72,13 +72,13 @@ def predicted_ignition_times(zeta, C_k, eps, *, c=1.0, a: float = 1.0, rho: floa
     and the fits pass eps = 1 with the amplitudes in ``c``); C_k >= 0 and c >= 0 (a Gram diagonal
     and amplitudes); a > 0; 0 < rho < 1; every array finite and of broadcastable shapes.
     """
-    arrays = {name: _checks.array(name, v) for name, v in (("zeta", zeta), ("C_k", C_k), ("c", c), ("eps", eps))}
+    arrays = {name: validate.array(name, v) for name, v in (("zeta", zeta), ("C_k", C_k), ("c", c), ("eps", eps))}
     for name in ("C_k", "c"):
-        _checks.nonnegative(name, arrays[name])
+        validate.nonnegative(name, arrays[name])
     if arrays["eps"].size and not arrays["eps"].min() > 0:
-        raise ValueError(f"eps must be > 0 (z_k0 = eps c_k is a positive initial amplitude); got {_checks.describe(eps)}.")
-    a = _checks.positive("a", a, what=" (1 for Theorem 6, 2 for Theorem 7)")
-    rho = _checks.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
+        raise ValueError(f"eps must be > 0 (z_k0 = eps c_k is a positive initial amplitude); got {validate.describe(eps)}.")
+    a = validate.positive("a", a, what=" (1 for Theorem 6, 2 for Theorem 7)")
+    rho = validate.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
     try:
         np.broadcast_shapes(*(v.shape for v in arrays.values()), a.shape)
         zeta, C_k, c, eps = np.broadcast_arrays(*arrays.values())
@@ -114,9 +114,9 @@ def predicted_seed_scatter(zeta, d: int, *, a: float = 1.0) -> np.ndarray:
     """
     from scipy.special import polygamma
 
-    d = _checks.integer("d (the number of units)", d, minimum=1)
-    a = _checks.positive("a", a)
-    zeta = _checks.array("zeta", zeta, nonempty=True)
+    d = validate.integer("d (the number of units)", d, minimum=1)
+    a = validate.positive("a", a)
+    zeta = validate.array("zeta", zeta, nonempty=True)
     spread = float(np.sqrt(polygamma(1, d / 2.0)))
     with np.errstate(divide="ignore"):
         return np.where(zeta > 0, spread / (a * np.where(zeta > 0, zeta, 1.0)), np.inf)
@@ -130,11 +130,11 @@ def mode_ignition_times(t, M, basis=None, *, rho: float = 0.5, saturation=None) 
     needs no structure at all (the k-th largest eigenvalue switches on at the k-th ignition).
     Leading axes (seeds) are kept: returns (..., K).
     """
-    M = _checks.array("M", M)
+    M = validate.array("M", M)
     if M.ndim < 3 or M.shape[-1] != M.shape[-2]:
         raise ValueError(f"M must have shape (..., T, p, p); got {M.shape}.")
     if basis is not None:
-        P = _checks.array("basis", basis, ndim=2)
+        P = validate.array("basis", basis, ndim=2)
         if P.shape[0] != M.shape[-1]:
             raise ValueError(f"basis must have p = {M.shape[-1]} rows (shape (p, K)); got {P.shape}.")
         z = np.einsum("pk,...pq,qk->...k", P, M, P)

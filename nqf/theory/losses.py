@@ -64,9 +64,9 @@ def sample_count(y) -> int:
 def flat_targets(y, rows: int, *, name: str = "y"):
     """(targets as a float vector of ``rows`` entries, n = :func:`sample_count`) for functions
     that take Lambda's rows (one per data matrix): y (rows,) or (n, rows / n), sample-major."""
-    from nqf import _checks
+    from nqf import validate
 
-    y = _checks.array(name, y, ndim=(1, 2))
+    y = validate.array(name, y, ndim=(1, 2))
     if y.size != rows or y.shape[0] == 0:
         raise ValueError(f"{name} must have one entry per data matrix (m = {rows}), as shape ({rows},) or "
                          f"(samples, outputs) with samples * outputs = {rows}; got shape {y.shape}.")
@@ -77,9 +77,9 @@ def loss_factor(convention: str, n: int) -> float:
     """c with L_convention = c * L_Eq.26 for a batch of ``n`` samples (see the module table)."""
     if convention not in LOSS_CONVENTIONS:
         raise ValueError(f"loss convention must be one of {', '.join(LOSS_CONVENTIONS)}; got {convention!r}.")
-    from nqf import _checks
+    from nqf import validate
 
-    n = _checks.integer("n (the samples in the batch)", n)
+    n = validate.integer("n (the samples in the batch)", n)
     if n < 1:
         raise ValueError(f"n must be >= 1: the batch must hold at least one sample; got n = {n}.")
     return {"mean": 1.0, "half_mean": 0.5, "sum": float(n), "half_sum": 0.5 * n}[convention]
@@ -88,9 +88,9 @@ def loss_factor(convention: str, n: int) -> float:
 def flow_lr(lr: float, convention: str, n: int) -> float:
     """The step of the Eq. 26 flow that one optimizer step of ``lr`` on the ``convention`` loss
     takes: c * lr. Gradient descent samples the flow at t = flow_lr * step."""
-    from nqf import _checks
+    from nqf import validate
 
-    return loss_factor(convention, n) * _checks.scalar("lr", lr, low=0.0, low_open=True)
+    return loss_factor(convention, n) * validate.scalar("lr", lr, low=0.0, low_open=True)
 
 
 def describe(convention: str, n: int | None = None) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.integrate import solve_ivp
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.losses import flat_targets, sample_count
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def lv_coefficients(lam, y) -> tuple[np.ndarray, np.ndarray]:
     with n * n_out = m in the rows' sample-major order; n = y.shape[0] is the number of samples
     of the loss (1/n) sum (f - y)^2 (nqf.theory.losses), the same for every entry point.
     """
-    lam = _checks.array("lam", lam, ndim=2)
+    lam = validate.array("lam", lam, ndim=2)
     if lam.shape[0] == 0 or lam.shape[1] == 0:
         raise ValueError(f"lam must be (m, K) with at least one sample and one mode; got shape {lam.shape}.")
     y, n = flat_targets(y, lam.shape[0])
@@ -133,17 +133,17 @@ class LotkaVolterra:
         """Shapes agree (K modes, m samples, p weights) and C is what the reduction can produce:
         a finite symmetric positive semi-definite Gram matrix (8/m) Lambda^T Lambda. An indefinite
         C has no Assumption-1 data behind it and its GLV can blow up in finite time."""
-        self.r = _checks.array("r", self.r, ndim=1, nonempty=True)
+        self.r = validate.array("r", self.r, ndim=1, nonempty=True)
         K = self.r.shape[0]
-        self.C = _checks.square("C", self.C, K)
-        _checks.symmetric_psd("C", self.C, context=" (a Gram matrix (8/m) Lambda^T Lambda)")
-        self.lam = _checks.array("lam", self.lam, ndim=2)
+        self.C = validate.square("C", self.C, K)
+        validate.symmetric_psd("C", self.C, context=" (a Gram matrix (8/m) Lambda^T Lambda)")
+        self.lam = validate.array("lam", self.lam, ndim=2)
         if self.lam.shape[1] != K:
             raise ValueError(f"lam must have one column per mode (K = {K}); got shape {self.lam.shape}.")
         y, n = flat_targets(self.y, self.lam.shape[0])
         self.y = y
-        self.samples = n if self.samples is None else _checks.integer("samples", self.samples, minimum=1)
-        self.basis = _checks.array("basis", self.basis, ndim=2)
+        self.samples = n if self.samples is None else validate.integer("samples", self.samples, minimum=1)
+        self.basis = validate.array("basis", self.basis, ndim=2)
         if self.basis.shape[1] != K:
             raise ValueError(f"basis must have one column per mode (K = {K}); got shape {self.basis.shape}.")
 
@@ -153,7 +153,7 @@ class LotkaVolterra:
         Assumption 1 (see residuals). Modes come ordered by decreasing r_k (diagonal data: by
         coordinate), each with its direction ``basis[:, k]``, see the class docstring."""
         n = sample_count(y)
-        y = _checks.targets(form, y)
+        y = validate.targets(form, y)
         P, lam, residuals, diagonal = eigenbasis(form, seed)
         r, C = lv_coefficients(lam, y.reshape(n, -1))
         order, signs = mode_order(P, r, diagonal)
@@ -172,13 +172,13 @@ class LotkaVolterra:
 
     def modes_of(self, M) -> np.ndarray:
         """z_k = (P^T M P)_kk for M of shape (..., p, p)."""
-        M = _checks.matrices("M", M, self.basis.shape[0])
+        M = validate.matrices("M", M, self.basis.shape[0])
         return np.einsum("pk,...pq,qk->...k", self.basis, M, self.basis)
 
     def loss(self, z) -> np.ndarray:
         """Training loss (1/n) |Lambda z - y|^2 of mode amplitudes z (..., K) (off-diagonals
         slaved), n = ``samples`` (nqf.theory.losses)."""
-        z = _checks.array("z", z, finite=None)
+        z = validate.array("z", z, finite=None)
         if z.ndim < 1 or z.shape[-1] != self.modes:
             raise ValueError(f"z must have shape (..., {self.modes}): one amplitude per mode, no broadcasting; "
                              f"got {z.shape}.")
@@ -210,13 +210,13 @@ def logistic_solution(r, c, z0, t) -> np.ndarray:
     if c.size and c.min() < -1e-12 * float(np.max(np.abs(c))):
         raise ValueError(f"c must be non-negative (c_k = C_kk of a Gram matrix; a negative c_k makes z "
                          f"negative or blow up); got smallest c_k = {c.min():.3g}.")
-    _checks.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
-    return _logistic(r, c, z0, _checks.time_grid("t", t, increasing=False, nonempty=False))
+    validate.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
+    return _logistic(r, c, z0, validate.time_grid("t", t, increasing=False, nonempty=False))
 
 
 def _mode_vectors(*named) -> list[np.ndarray]:
     """Finite per-mode arrays: each a scalar or 1-D of one common length K (broadcast to K)."""
-    arrays = [(name, _checks.array(name, value, ndim=(0, 1))) for name, value in named]
+    arrays = [(name, validate.array(name, value, ndim=(0, 1))) for name, value in named]
     lengths = {a.shape[0] for _, a in arrays if a.ndim == 1}
     if len(lengths) > 1:
         parts = ", ".join(f"{name} has {a.shape[0]}" for name, a in arrays if a.ndim == 1)
@@ -268,21 +268,21 @@ def glv(r, C, z0, t, *, rtol: float = GLV_RTOL, atol: float = GLV_ATOL, method: 
       C's sparsity graph integrates on its own (decoupled modes in chunks of similar growth rate),
       since one step size for all modes would have to resolve every component's switch-ons.
     """
-    r = _checks.array("r", r, ndim=1, nonempty=True)
+    r = validate.array("r", r, ndim=1, nonempty=True)
     K = r.shape[0]
-    C = _checks.interaction_matrix(C, K, context=" (a Gram matrix (8/m) Lambda^T Lambda; an indefinite C "
+    C = validate.interaction_matrix(C, K, context=" (a Gram matrix (8/m) Lambda^T Lambda; an indefinite C "
                                    "has no quadratic model behind it and can blow up in finite time)")
-    z0 = _checks.array("z0", z0, ndim=(0, 1))
+    z0 = validate.array("z0", z0, ndim=(0, 1))
     if z0.ndim == 1 and z0.shape[0] != K:
         raise ValueError(f"z0 must be a scalar or have one entry per mode ({K}); got {z0.shape[0]}.")
     z0 = np.broadcast_to(z0, r.shape).copy()
-    _checks.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
-    t = _checks.time_grid("t", t)
-    rtol = _checks.scalar("rtol", rtol, low=0.0, low_open=True)
-    atol = _checks.scalar("atol", atol, low=0.0, low_open=True)
+    validate.nonnegative("z0", z0, what=" (z_k are eigenvalues of M = W W^T)")
+    t = validate.time_grid("t", t)
+    rtol = validate.scalar("rtol", rtol, low=0.0, low_open=True)
+    atol = validate.scalar("atol", atol, low=0.0, low_open=True)
     if method not in (None, "exact", "Radau", "LSODA", "BDF", "RK45", "RK23", "DOP853"):
         raise ValueError(f"method must be None, 'exact' or a solve_ivp method ('Radau', 'LSODA', 'BDF', "
-                         f"'RK45', 'RK23', 'DOP853'); got {_checks.describe(method)}.")
+                         f"'RK45', 'RK23', 'DOP853'); got {validate.describe(method)}.")
     if C.ndim == 2 and not np.any(C - np.diag(np.diagonal(C))):
         C = np.diagonal(C).copy()
     diagonal = C.ndim == 1

@@ -26,7 +26,7 @@ import torch
 import xarray as xr
 from scipy.integrate import solve_ivp
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.forms import DenseForm, DiagonalForm, StructureForm, as_tensor
 from nqf.theory.losses import sample_count
 from nqf.theory.lotka_volterra import glv
@@ -115,8 +115,8 @@ class SecondMoment:
         """One pass over the data matrices ``form`` with targets ``y``: (m,) or (n, n_out) in the
         form's sample-major order, normalised by n = y.shape[0] (nqf.theory.losses)."""
         n = sample_count(y)
-        y = _checks.targets(form, y)
-        rank_rtol = _checks.scalar("rank_rtol", rank_rtol, low=0.0, high=1.0, high_open=True)
+        y = validate.targets(form, y)
+        rank_rtol = validate.scalar("rank_rtol", rank_rtol, low=0.0, high=1.0, high_open=True)
         m, p = form.m, form.p
         y2 = float(np.sum(y ** 2) / n)
         if isinstance(form, DiagonalForm):
@@ -164,7 +164,7 @@ class SecondMoment:
     def apply_K(self, M: np.ndarray) -> np.ndarray:
         """K(M) for symmetric M of shape (..., p, p)."""
         if not (isinstance(M, np.ndarray) and M.dtype == np.float64 and M.shape[-2:] == (self.p, self.p)):
-            M = _checks.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
+            M = validate.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
         if self.diagonal:
             d = np.diagonal(M, axis1=-2, axis2=-1) @ self.kmat.T
             out = np.zeros(M.shape)
@@ -186,7 +186,7 @@ class SecondMoment:
         uses <M, K(M)>/4 - <Y, M>/2 + y2, accurate only to ~1e-16 of y2, clipped at 0.
         """
         if not (isinstance(M, np.ndarray) and M.dtype == np.float64 and M.shape[-2:] == (self.p, self.p)):
-            M = _checks.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
+            M = validate.matrices("M", M, self.p)  # the integrators' float64 (..., p, p) skips the check
         if self.data is not None:
             form, y = self.data
             Mt = torch.as_tensor(M.reshape(-1, self.p, self.p))
@@ -232,7 +232,7 @@ def _factor_psd(M0: np.ndarray) -> np.ndarray:
 
 
 def _initial_factor(M0, W0, p: int) -> tuple[np.ndarray, np.ndarray]:
-    M0 = _checks.initial_state(M0, W0, p)
+    M0 = validate.initial_state(M0, W0, p)
     return M0, _factor_psd(M0)  # a function of M0 only: the run cannot depend on d
 
 
@@ -258,14 +258,14 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
         raise TypeError(f"data must be a SecondMoment or a StructureForm (DenseForm, DiagonalForm, ...); "
                         f"got a {type(data).__name__}.")
     if not isinstance(method, type):  # a solve_ivp method name (or an OdeSolver class)
-        _checks.choice("method", method, ("DOP853", "RK45", "RK23", "Radau", "BDF", "LSODA"))
+        validate.choice("method", method, ("DOP853", "RK45", "RK23", "Radau", "BDF", "LSODA"))
     stats = data if isinstance(data, SecondMoment) else SecondMoment.from_form(data, y)
-    t = _checks.time_grid("t", t)
+    t = validate.time_grid("t", t)
     M0, G0 = _initial_factor(M0, W0, stats.p)
-    gamma = _checks.scalar("weight_decay", weight_decay, low=0.0)
-    rtol = _checks.scalar("rtol", rtol, low=0.0, low_open=True)
+    gamma = validate.scalar("weight_decay", weight_decay, low=0.0)
+    rtol = validate.scalar("rtol", rtol, low=0.0, low_open=True)
     if atol is not None:
-        atol = _checks.scalar("atol", atol, low=0.0, low_open=True)
+        atol = validate.scalar("atol", atol, low=0.0, low_open=True)
     start = time.perf_counter()
     if stats.diagonal:
         diag0 = np.diagonal(M0).copy()

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import polygamma
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.lotka_volterra import shared_eigenbasis
 
 if TYPE_CHECKING:
@@ -114,14 +114,14 @@ def reduce_modes(form: StructureForm, y, modes, *, tol: float = 1e-9) -> ModeRed
     # torch is imported where needed: the theory and fit jobs use this module without it
     import torch
 
-    from nqf import _checks
+    from nqf import validate
     from nqf.theory.factored import BlockBilinearForm
     from nqf.theory.forms import DiagonalForm
     from nqf.theory.losses import sample_count
 
     n = sample_count(y)
-    y = _checks.targets(form, y)
-    modes = _checks.array("modes", modes, ndim=2)
+    y = validate.targets(form, y)
+    modes = validate.array("modes", modes, ndim=2)
     if modes.shape[0] != form.p or modes.shape[1] == 0:
         raise ValueError(f"modes must have shape (p = {form.p}, K >= 1): one column per mode; got {modes.shape}.")
     form = form.to(device="cpu", dtype=torch.float64)
@@ -195,7 +195,7 @@ def ordered_seed_scatter(rate, d: int, predecessors) -> np.ndarray:
     d - j_k < 1 (no unit-space direction left for the mode).
     """
     rate = np.asarray(rate, float)
-    d = _checks.integer("d (the number of units)", d, minimum=1)
+    d = validate.integer("d (the number of units)", d, minimum=1)
     dof = d - np.asarray(predecessors, float)
     with np.errstate(invalid="ignore"):
         spread = np.sqrt(polygamma(1, np.where(dof >= 1, dof, np.nan) / 2.0))
@@ -210,8 +210,8 @@ def std_relative_error(dof, n: int) -> np.ndarray:
     relative error of s is half the square root: 1/sqrt(2 (n - 1)) for a Gaussian (12.7% at
     n = 32), but 15.9% at n = 32, 7.9% at n = 128 and 5.6% at n = 256 for d = 4.
     """
-    n = _checks.integer("n (the number of draws)", n, minimum=2)
-    nu = _checks.positive("dof", dof) / 2.0
+    n = validate.integer("n (the number of draws)", n, minimum=2)
+    nu = validate.positive("dof", dof) / 2.0
     kurt = polygamma(3, nu) / polygamma(1, nu) ** 2
     return 0.5 * np.sqrt(2.0 / (n - 1) + kurt / n)
 
@@ -219,11 +219,11 @@ def std_relative_error(dof, n: int) -> np.ndarray:
 def slope_fit(eps, t) -> np.ndarray:
     """Least-squares slope of t (eps, ...) against ln(1/eps), along the first axis (NaN if any
     t along it is NaN: a mode that never ignited has no slope)."""
-    eps = _checks.positive("eps", _checks.array("eps", eps, ndim=1))
+    eps = validate.positive("eps", validate.array("eps", eps, ndim=1))
     if np.unique(eps).size < 2:
-        raise ValueError(f"eps must hold at least 2 distinct values for a slope; got {_checks.describe(eps)}.")
+        raise ValueError(f"eps must hold at least 2 distinct values for a slope; got {validate.describe(eps)}.")
     x = np.log(1.0 / eps)
-    t = _checks.array("t", t, finite=None)
+    t = validate.array("t", t, finite=None)
     if t.ndim < 1 or t.shape[0] != eps.size:
         raise ValueError(f"t must have one row per eps ({eps.size}) along its first axis; got shape {t.shape}.")
     xc = (x - x.mean()).reshape(-1, *([1] * (t.ndim - 1)))

@@ -21,15 +21,15 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.forms import StructureForm
 from nqf.theory.mflow import SecondMoment
 
 
 def _steps_grid(steps: int, record_steps, n_record: int) -> np.ndarray:
     from nqf.theory.step_grid import log_step_grid, record_grid
-    steps = _checks.integer("steps", steps, minimum=1)
-    n_record = _checks.integer("n_record", n_record, minimum=2)
+    steps = validate.integer("steps", steps, minimum=1)
+    n_record = validate.integer("n_record", n_record, minimum=2)
     grid = log_step_grid(steps, n_record) if record_steps is None else record_grid(record_steps, steps)
     return grid.astype(np.int64)
 
@@ -52,10 +52,10 @@ def discrete_flow(data: SecondMoment | StructureForm, M0=None, *, lr: float, ste
     if optimizer not in ("gd", "momentum"):
         raise ValueError("optimizer must be 'gd' or 'momentum' (Adam does not close on M); "
                          f"got {optimizer!r}.")
-    lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
-    momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
-    weight_decay = _checks.scalar("weight_decay", weight_decay, low=0.0)
-    M = _checks.initial_state(M0, W0, stats.p).copy()
+    lr = validate.scalar("lr", lr, low=0.0, low_open=True)
+    momentum = validate.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    weight_decay = validate.scalar("weight_decay", weight_decay, low=0.0)
+    M = validate.initial_state(M0, W0, stats.p).copy()
     grid = _steps_grid(steps, record_steps, n_record)
     p, eta, beta, gamma = stats.p, float(lr), float(momentum), float(weight_decay)
     diag = stats.diagonal

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.ignition import predicted_ignition_times
 
 RESOLUTION = math.log(81.0)  # 10 % -> 90 % rise time of a logistic, in units of 1 / (a zeta)
@@ -88,8 +88,8 @@ class ExponentPrediction:
 
 
 def _check_modes(zeta, V, t_star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    zeta, V = _checks.array("zeta", zeta), _checks.array("V", V)
-    t_star = _checks.array("t_star", t_star, finite=False)
+    zeta, V = validate.array("zeta", zeta), validate.array("V", V)
+    t_star = validate.array("t_star", t_star, finite=False)
     if not (zeta.ndim == V.ndim == t_star.ndim == 1 and zeta.size == V.size == t_star.size):
         raise ValueError(f"zeta, V and t_star must be 1-D arrays of one length (modes k = 1..K); got "
                          f"shapes {zeta.shape}, {V.shape}, {t_star.shape}.")
@@ -171,12 +171,12 @@ def theory_window(t_star, zeta, V, *, a: float = 1.0, t_max: float | None = None
     keep that many and the window's note says so.
     """
     zeta, V, t_star = _check_modes(zeta, V, t_star)
-    cutoff = _checks.scalar("cutoff", cutoff, low=0.0, high=1.0, low_open=True, high_open=True)
-    a = _checks.scalar("a", a, low=0.0, low_open=True)
-    resolution = _checks.scalar("resolution", resolution, low=0.0, low_open=True)
-    min_modes = _checks.integer("min_modes", min_modes, minimum=2)
+    cutoff = validate.scalar("cutoff", cutoff, low=0.0, high=1.0, low_open=True, high_open=True)
+    a = validate.scalar("a", a, low=0.0, low_open=True)
+    resolution = validate.scalar("resolution", resolution, low=0.0, low_open=True)
+    min_modes = validate.integer("min_modes", min_modes, minimum=2)
     if t_max is not None:
-        t_max = _checks.scalar("t_max", t_max, low=0.0, low_open=True)
+        t_max = validate.scalar("t_max", t_max, low=0.0, low_open=True)
     K = zeta.size
     k = np.arange(1, K + 1)
     _check_order(t_star)
@@ -225,17 +225,17 @@ def predict_exponent(zeta, V, *, t_star=None, C=None, z0=None, a: float = 1.0, t
     initial amplitudes ``z0`` (rho = 1/2). Modes are k = 1..K in the given order. See the module
     docstring for the three values returned and the window.
     """
-    zeta = _checks.array("zeta", zeta)
-    a = _checks.positive("a", a)
-    resolution = _checks.scalar("resolution", resolution, low=0.0, low_open=True)
-    min_modes = _checks.integer("min_modes", min_modes, minimum=2)
+    zeta = validate.array("zeta", zeta)
+    a = validate.positive("a", a)
+    resolution = validate.scalar("resolution", resolution, low=0.0, low_open=True)
+    min_modes = validate.integer("min_modes", min_modes, minimum=2)
     if t_max is not None:
-        t_max = _checks.scalar("t_max", t_max, low=0.0, low_open=True)
+        t_max = validate.scalar("t_max", t_max, low=0.0, low_open=True)
     if t_star is None:
         if C is None or z0 is None:
             raise ValueError("Give either t_star or both C and z0 (for Theorem 8's ignition times).")
-        _checks.positive("z0", z0, what=" (the initial amplitudes of Theorem 8)")
-        _checks.positive("C", C, what=" (C_k of every mode of a power law)")
+        validate.positive("z0", z0, what=" (the initial amplitudes of Theorem 8)")
+        validate.positive("C", C, what=" (C_k of every mode of a power law)")
         t_star = predicted_ignition_times(zeta, C, z0, a=a)
         with np.errstate(divide="ignore", invalid="ignore"):
             _check_order(t_star, np.asarray(C, float) * np.asarray(z0, float) / zeta)
@@ -296,8 +296,8 @@ def _window_bounds(window) -> tuple[float, float]:
     if isinstance(window, Window):
         return window.t_lo, window.t_hi
     if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") or len(window) != 2:
-        raise ValueError(f"window must be a Window or a pair (t_lo, t_hi) of times; got {_checks.describe(window)}.")
-    lo, hi = (_checks.scalar("window", v) for v in window)
+        raise ValueError(f"window must be a Window or a pair (t_lo, t_hi) of times; got {validate.describe(window)}.")
+    lo, hi = (validate.scalar("window", v) for v in window)
     if not 0 < lo < hi:
         raise ValueError(f"A window needs 0 < t_lo < t_hi; got ({lo}, {hi}).")
     return lo, hi
@@ -305,10 +305,10 @@ def _window_bounds(window) -> tuple[float, float]:
 
 def _log_curves(t, loss, window, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
     """ln t on a grid uniform in ln t inside the window, and ln loss interpolated there (S, n)."""
-    t = _checks.array("t", t, ndim=1)
+    t = validate.array("t", t, ndim=1)
     if t.size < 2:
         raise ValueError(f"t must hold at least 2 recorded times for a fit; got {t.size}.")
-    L = np.atleast_2d(_checks.array("loss", loss, ndim=(1, 2), finite=None))
+    L = np.atleast_2d(validate.array("loss", loss, ndim=(1, 2), finite=None))
     if L.shape[-1] != t.size:
         raise ValueError(f"loss has {L.shape[-1]} time points but t has {t.size}.")
     lo, hi = _window_bounds(window)
@@ -368,11 +368,11 @@ def power_law_test(t, loss, window, *, n_grid: int = 64, min_exponent: float = M
     (a few per cent rms ripple) and reject a curve whose local exponent changes by a third.
     Returns (verdict, statistics including the reasons it failed).
     """
-    n_grid = _checks.integer("n_grid", n_grid, minimum=8)
-    min_exponent = _checks.scalar("min_exponent", min_exponent)
-    max_drift = _checks.scalar("max_drift", max_drift, low=0.0)
-    max_spread = _checks.scalar("max_spread", max_spread, low=0.0)
-    max_rel_rms = _checks.scalar("max_rel_rms", max_rel_rms, low=0.0)
+    n_grid = validate.integer("n_grid", n_grid, minimum=8)
+    min_exponent = validate.scalar("min_exponent", min_exponent)
+    max_drift = validate.scalar("max_drift", max_drift, low=0.0)
+    max_spread = validate.scalar("max_spread", max_spread, low=0.0)
+    max_rel_rms = validate.scalar("max_rel_rms", max_rel_rms, low=0.0)
     u, curves = _log_curves(t, loss, window, n_grid)
     st = _shape_stats(u, curves.mean(axis=0))
     fails = []
@@ -403,10 +403,10 @@ def fit_power_law(t, loss, window, *, n_boot: int = 2000, seed: int = 0, n_grid:
     (S >= 2), or, for one curve, a moving-block bootstrap of the fit's residuals (blocks of
     n_grid/8 points keep their correlation). :func:`power_law_test` gives ``is_power_law``.
     """
-    n_boot = _checks.integer("n_boot", n_boot, minimum=0)
-    seed = _checks.seed("seed", seed)
-    n_grid = _checks.integer("n_grid", n_grid, minimum=8)
-    confidence = _checks.scalar("confidence", confidence, low=0.0, high=1.0, low_open=True, high_open=True)
+    n_boot = validate.integer("n_boot", n_boot, minimum=0)
+    seed = validate.seed("seed", seed)
+    n_grid = validate.integer("n_grid", n_grid, minimum=8)
+    confidence = validate.scalar("confidence", confidence, low=0.0, high=1.0, low_open=True, high_open=True)
     u, curves = _log_curves(t, loss, window, n_grid)
     X = np.vstack([u, np.ones_like(u)]).T
     coef, *_ = np.linalg.lstsq(X, curves.T, rcond=None)
@@ -451,8 +451,8 @@ def window_sensitivity(t, loss, window, *, factor: float = 2.0, n_grid: int = 64
     recorded times or becomes narrower than a factor 2 in t.
     """
     lo, hi = _window_bounds(window)
-    factor = _checks.scalar("factor", factor, low=1.0, low_open=True)
-    t = _checks.array("t", t, ndim=1, nonempty=True)
+    factor = validate.scalar("factor", factor, low=1.0, low_open=True)
+    t = validate.array("t", t, ndim=1, nonempty=True)
     tpos = t[t > 0]
     name = f"{factor:g}"
     out = {}
@@ -478,11 +478,11 @@ def count_drops(t, excess_loss, *, depth: float = 0.5, min_slope: float = 0.05, 
     """
     from scipy.signal import find_peaks
 
-    depth = _checks.scalar("depth", depth, low=0.0, high=1.0, low_open=True)
-    min_slope = _checks.scalar("min_slope", min_slope, low=0.0)
-    floor = _checks.scalar("floor", floor, low=0.0)
-    t = _checks.array("t", t, ndim=1, finite=None)
-    E = _checks.array("excess_loss", excess_loss, finite=None)
+    depth = validate.scalar("depth", depth, low=0.0, high=1.0, low_open=True)
+    min_slope = validate.scalar("min_slope", min_slope, low=0.0)
+    floor = validate.scalar("floor", floor, low=0.0)
+    t = validate.array("t", t, ndim=1, finite=None)
+    E = validate.array("excess_loss", excess_loss, finite=None)
     if E.ndim != 1 or E.size != t.size:
         raise ValueError(f"count_drops takes one curve with one value per time; got shapes {E.shape}, {t.shape}.")
     keep = (t > 0) & np.isfinite(E) & (E > floor * np.nanmax(np.abs(E)))

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.closed_forms import theorem4, theorem5, theorem7, theorem16
 from nqf.theory.forms import DiagonalForm, StructureForm
 from nqf.theory.losses import sample_count
@@ -159,11 +159,11 @@ def predict(form: StructureForm, y, t, *, M0=None, W0=None, tol: float = 1e-9,
     For ``mflow`` (no condition needed) the reported residual is 0.
     """
     n = sample_count(y)
-    y = _checks.targets(form, y)
-    t = _checks.time_grid("t", t)
-    M0 = _checks.initial_state(M0, W0, form.p)
-    tol = _checks.scalar("tol", tol, low=0.0)
-    seed = _checks.seed("seed", seed)
+    y = validate.targets(form, y)
+    t = validate.time_grid("t", t)
+    M0 = validate.initial_state(M0, W0, form.p)
+    tol = validate.scalar("tol", tol, low=0.0)
+    seed = validate.seed("seed", seed)
     stats = SecondMoment.from_form(form, y.reshape(n, -1))
     methods = ("auto", "theorem7", "theorem6", "theorem5", "theorem4", "glv", "corollary4",
                "theorem16", "mflow")

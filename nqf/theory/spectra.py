@@ -12,12 +12,12 @@ def deviation(s_module: np.ndarray, s_nqf: np.ndarray, s_target: Sequence[float]
 
     Arrays are (..., step, k); the result has the leading shape.
     """
-    from nqf import _checks
+    from nqf import validate
 
-    s_module = _checks.array("s_module", s_module, finite=None)
-    s_nqf = _checks.array("s_nqf", s_nqf, finite=None)
+    s_module = validate.array("s_module", s_module, finite=None)
+    s_nqf = validate.array("s_nqf", s_nqf, finite=None)
     if s_module.ndim < 2 or s_module.shape != s_nqf.shape:
         raise ValueError(f"s_module and s_nqf must have one shape (..., step, k); got {s_module.shape} and {s_nqf.shape}.")
-    s = _checks.positive("s_target", _checks.array("s_target", s_target, shape=(s_module.shape[-1],)),
+    s = validate.positive("s_target", validate.array("s_target", s_target, shape=(s_module.shape[-1],)),
                          what=" (the target's singular values divide the deviation)")
     return np.max(np.abs(s_module - s_nqf) / s, axis=(-2, -1))

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from nqf import _checks
+from nqf import validate
 
 
 def hessian_at_minimum(C, z_star) -> np.ndarray:
     """H = diag(sqrt z*) C diag(sqrt z*), the weight-space Hessian at the learned end point.
 
     C is (K, K) finite, z* (K,) finite and >= 0 up to rounding (entries below 0 are clipped)."""
-    z = _checks.array("z_star", z_star, ndim=1)
-    C = _checks.square("C", C, z.shape[0])
+    z = validate.array("z_star", z_star, ndim=1)
+    C = validate.square("C", C, z.shape[0])
     if z.size and z.min() < -1e-9 * max(float(np.max(np.abs(z))), 1e-300):
         raise ValueError(f"z_star must be non-negative (an end point of the GLV; entries down to -1e-9 max|z_star| "
                          f"are rounding and clipped); got smallest {z.min():.3g}.")
@@ -34,7 +34,7 @@ def hessian_at_minimum(C, z_star) -> np.ndarray:
 
 def max_stable_lr(C, z_star, *, optimizer: str = "gd", momentum: float = 0.9) -> float | None:
     """The largest learning rate at which ``optimizer`` can converge to the end point z*."""
-    momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    momentum = validate.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
     if optimizer not in ("gd", "momentum", "adam"):
         raise ValueError(f"optimizer must be gd, momentum or adam; got {optimizer!r}.")
     lam = float(np.linalg.eigvalsh(hessian_at_minimum(C, z_star))[-1])
@@ -69,10 +69,10 @@ def sample_block_curvature(lam, y, z0) -> np.ndarray:
     sum_k lam_k z_k = y. Sample mu's block of H is (8/m) (sqrt z * lam)(sqrt z * lam)^T, of rank
     one: its eigenvalue is (8/m) sum_k lam_k^2 z_k, below zeta_mu = (8/m) max_k lam_k y_mu and
     equal to it as eps -> 0. Computed in log space (no z overflows), O(m K)."""
-    lam = _checks.positive("lam", _checks.array("lam", lam, ndim=2, nonempty=True))
+    lam = validate.positive("lam", validate.array("lam", lam, ndim=2, nonempty=True))
     m, K = lam.shape
-    y = _checks.positive("y", _checks.array("y", y, shape=(m,)))
-    z0 = _checks.positive("z0", _checks.array("z0", z0, ndim=(0, 1, 2)))
+    y = validate.positive("y", validate.array("y", y, shape=(m,)))
+    z0 = validate.positive("z0", validate.array("z0", z0, ndim=(0, 1, 2)))
     if z0.shape not in ((), (m,), (m, K)):
         raise ValueError(f"z0 must be a number, one per sample ({m},) or one per mode ({m}, {K}); got shape {z0.shape}.")
     z0 = np.broadcast_to(z0.reshape(m, 1) if z0.shape == (m,) else z0, (m, K))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import nnls
 
-from nqf import _checks
+from nqf import validate
 
 
 @dataclass
@@ -187,15 +187,15 @@ def staircase(r, C, x0=-1.0, *, loss0: float | None = None, max_events: int | No
     ``loss`` is the loss above the least-squares floor: never negative, and the absolute loss
     when the targets are realisable (y in the span of Lambda, e.g. a teacher's).
     """
-    r = _checks.array("r", r, ndim=1, nonempty=True)
+    r = validate.array("r", r, ndim=1, nonempty=True)
     K = r.size
-    C = _checks.interaction_matrix(C, K)
-    loss0 = reducible_loss(r, C) if loss0 is None else _checks.scalar("loss0", loss0)
+    C = validate.interaction_matrix(C, K)
+    loss0 = reducible_loss(r, C) if loss0 is None else validate.scalar("loss0", loss0)
     if max_events is not None:
-        max_events = _checks.integer("max_events", max_events, minimum=0)
+        max_events = validate.integer("max_events", max_events, minimum=0)
     if C.ndim == 2 and not np.any(C - np.diag(np.diagonal(C))):
         C = np.diagonal(C).copy()
-    x = _checks.array("x0", x0, ndim=(0, 1), finite=False)
+    x = validate.array("x0", x0, ndim=(0, 1), finite=False)
     if x.ndim == 1 and x.shape[0] != K:
         raise ValueError(f"x0 must be a scalar or have one entry per mode ({K}); got {x.shape[0]}.")
     if np.any(np.isposinf(x)):
@@ -270,10 +270,10 @@ def staircase_from_init(r, C, z0, eps: float, *, loss0: float | None = None) -> 
 
     eps must lie in (0, 1): ln(1/eps) is the time unit and must be positive; ``loss0`` as in
     :func:`staircase`."""
-    eps = _checks.scalar("eps", eps, low=0.0, high=1.0, low_open=True, high_open=True)
-    z0 = _checks.array("z0", z0, ndim=(0, 1))
-    _checks.nonnegative("z0", z0)
-    r = _checks.array("r", r, ndim=1, nonempty=True)
+    eps = validate.scalar("eps", eps, low=0.0, high=1.0, low_open=True, high_open=True)
+    z0 = validate.array("z0", z0, ndim=(0, 1))
+    validate.nonnegative("z0", z0)
+    r = validate.array("r", r, ndim=1, nonempty=True)
     if z0.ndim == 1 and z0.shape[0] != r.shape[0]:
         raise ValueError(f"z0 must be a scalar or have one entry per mode ({r.shape[0]}); got {z0.shape[0]}.")
     with np.errstate(divide="ignore"):

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from nqf import _checks
+from nqf import validate
 
 
 def log_step_grid(steps: int, n_points: int) -> np.ndarray:
     """Integer steps 0..steps, log-spaced (about n_points of them, always including 0 and steps)."""
-    steps = _checks.integer("steps", steps, minimum=1)
-    n_points = _checks.integer("n_points", n_points, minimum=2)
+    steps = validate.integer("steps", steps, minimum=1)
+    n_points = validate.integer("n_points", n_points, minimum=2)
     target = min(n_points - 1, steps)
-    _checks.memory(f"a step grid of {target + 1} points", 32 * (target + 1), "lower n_points (or n_record)")
+    validate.memory(f"a step grid of {target + 1} points", 32 * (target + 1), "lower n_points (or n_record)")
     if target == steps:  # every step
         return np.arange(steps + 1, dtype=np.int64)
     k = target
@@ -26,7 +26,7 @@ def log_step_grid(steps: int, n_points: int) -> np.ndarray:
 
 def record_grid(record_steps, steps: int) -> np.ndarray:
     """The recording steps: integers in [0, steps], at least one."""
-    grid = np.unique(_checks.array("record_steps", record_steps, ndim=1, nonempty=True))
+    grid = np.unique(validate.array("record_steps", record_steps, ndim=1, nonempty=True))
     if np.any(grid != np.rint(grid)) or grid[0] < 0 or grid[-1] > steps:
-        raise ValueError(f"record_steps must be integers in [0, {steps}]; got {_checks.describe(grid)}.")
+        raise ValueError(f"record_steps must be integers in [0, {steps}]; got {validate.describe(grid)}.")
     return grid.astype(np.int64)

@@ -25,7 +25,7 @@ import torch
 from torch.func import hessian, jacrev, jvp, vmap
 from torch.utils._pytree import tree_flatten, tree_map
 
-from nqf import _checks
+from nqf import validate
 from nqf.errors import NotSmoothError, ZGZWarning
 
 Tensor = torch.Tensor
@@ -47,14 +47,14 @@ def _check_call(unit: UnitFunction, x: Any, p, batched: bool, dtype, device) -> 
     """Validate (unit, x, p) once at a public entry: p a positive integer, every floating tensor of
     x finite, and unit(w, x) evaluable for w of length p (a mismatch would otherwise surface as
     torch's size error deep inside the Hessian)."""
-    p = _checks.integer("p", p, minimum=1)
+    p = validate.integer("p", p, minimum=1)
     if not callable(unit):
         raise TypeError(f"unit must be a function unit(w, x); got a {type(unit).__name__}.")
     if x is None or isinstance(x, (str, bytes)):
-        raise TypeError(f"x must be a tensor (or a tuple/dict of tensors) of inputs; got {_checks.describe(x)}.")
+        raise TypeError(f"x must be a tensor (or a tuple/dict of tensors) of inputs; got {validate.describe(x)}.")
     for leaf in tree_flatten(x)[0]:
         if isinstance(leaf, Tensor):
-            _checks.tensor_data("x", leaf)
+            validate.tensor_data("x", leaf)
             if leaf.is_complex():
                 raise TypeError(f"x must be real, not complex; got a complex tensor of shape {tuple(leaf.shape)}.")
         if isinstance(leaf, Tensor) and leaf.is_floating_point() and not bool(torch.isfinite(leaf).all()):
@@ -97,9 +97,9 @@ IN_PLACE = ("unit(w, x) modifies its weights w in place (w.mul_, w[i] = ..., w.c
 
 
 def _device(device):
-    """None (the inputs' own device) or a device this machine has (_checks.device: 'cuda' without
+    """None (the inputs' own device) or a device this machine has (validate.device: 'cuda' without
     CUDA is refused in one sentence, not by torch's assertion at first use)."""
-    return None if device is None else _checks.device("device", device)
+    return None if device is None else validate.device("device", device)
 
 
 def _finite_result(A: Tensor, p: int) -> None:
@@ -130,13 +130,13 @@ def _batch_size(x: Any) -> int:
 
 def _prepare(unit: UnitFunction, x: Any, p, batched: bool, dtype, device, max_check_samples) -> tuple[Any, int, int]:
     """The public entries' checks: dtype floating, max_check_samples >= 1, then (unit, x, p)."""
-    _checks.floating_dtype("dtype", dtype)
-    max_check_samples = _checks.integer("max_check_samples", max_check_samples, minimum=1)
+    validate.floating_dtype("dtype", dtype)
+    max_check_samples = validate.integer("max_check_samples", max_check_samples, minimum=1)
     x = _cast(x, dtype, device)
     p = _check_call(unit, x, p, batched, dtype, device)
     if batched:  # the Hessians (m, k, p, p), and vmap's forward-over-reverse buffers of about as much again
         k = _output_size(unit, x, p, dtype, device)
-        _checks.memory(f"A(x) of {_batch_size(x)} samples x {k} outputs with p = {p}", 2.0 * _batch_size(x) * k * p * p
+        validate.memory(f"A(x) of {_batch_size(x)} samples x {k} outputs with p = {p}", 2.0 * _batch_size(x) * k * p * p
                        * torch.finfo(dtype).bits / 8, "pass fewer samples per call (a slice of x), or use an "
                        "architecture's factored structure(x), which never forms p x p matrices", device)
     return x, p, max_check_samples

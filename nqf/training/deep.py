@@ -264,18 +264,18 @@ def train_deep_trio(model, W0: Sequence[Tensor], x_train, y_train, x_test, y_tes
 
     import numpy as np
 
-    from nqf import _checks
+    from nqf import validate
     from nqf.errors import TrainingDiverged
     from nqf.theory.losses import loss_factor
     from nqf.theory.step_grid import record_grid
     from nqf.training.loop import make_optimizer, progress_message
 
-    lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
-    steps = _checks.integer("steps", steps, minimum=1)
-    momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    lr = validate.scalar("lr", lr, low=0.0, low_open=True)
+    steps = validate.integer("steps", steps, minimum=1)
+    momentum = validate.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
     for name, value in (("x_train", x_train), ("y_train", y_train), ("x_test", x_test), ("y_test", y_test),
                         *((f"W0[{i}]", w) for i, w in enumerate(W0))):
-        _checks.array(name, value)  # finite: a NaN would read as divergence
+        validate.array(name, value)  # finite: a NaN would read as divergence
     if y_train.shape[0] != x_train.shape[0] or y_test.shape[0] != x_test.shape[0]:
         raise ValueError(f"y_train and y_test must have one target per input; got {y_train.shape[0]} targets for "
                          f"{x_train.shape[0]} training inputs and {y_test.shape[0]} for {x_test.shape[0]} test inputs.")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf import _checks
+from nqf import validate
 from nqf.errors import NQFWarning, TrainingDiverged
 from nqf.theory.losses import describe, loss_factor
 from nqf.theory.step_grid import log_step_grid, record_grid
@@ -64,12 +64,12 @@ def _check_targets(model, y, replica_coords=None) -> tuple[np.ndarray, int]:
     the number of replicas."""
     import torch
 
-    y_np = _checks.array("y", y, nonempty=True)
+    y_np = validate.array("y", y, nonempty=True)
     with torch.no_grad():
         full = tuple(model().shape)
     if replica_coords is not None and (np.ndim(replica_coords) != 1 or len(replica_coords) != full[0]):
         raise ValueError(f"replica_coords must have one entry per replica ({full[0]}); got "
-                         f"{_checks.describe(replica_coords)}.")
+                         f"{validate.describe(replica_coords)}.")
     out_shape = full[1:]
     flat_ok = y_np.ndim == 2 and len(out_shape) == 1 and y_np.size == out_shape[0]
     per_replica = getattr(model, "per_replica_targets", False)
@@ -83,7 +83,7 @@ def _check_targets(model, y, replica_coords=None) -> tuple[np.ndarray, int]:
 def _numpy(t: torch.Tensor) -> np.ndarray:
     """A tensor as a numpy array on the host; half precision as float32 (numpy has no bfloat16)."""
     t = t.detach().cpu()
-    return (t.float() if _checks.half_precision(t.dtype) else t).numpy()
+    return (t.float() if validate.half_precision(t.dtype) else t).numpy()
 
 
 def _record_memory(probe: dict, n_rep: int, n_points: int) -> None:
@@ -91,7 +91,7 @@ def _record_memory(probe: dict, n_rep: int, n_points: int) -> None:
     recorded step and stacked at the end: twice their size) do not fit in memory."""
     per = 8 * n_rep + sum(8 * v.numel() for v in probe.values())
     what = ", ".join(f"{k} {tuple(v.shape)}" for k, v in probe.items())
-    _checks.memory(f"train's recorded trajectory ({n_points} records of the loss ({n_rep},)" + (f", {what}" if what else "")
+    validate.memory(f"train's recorded trajectory ({n_points} records of the loss ({n_rep},)" + (f", {what}" if what else "")
                    + ")", 2 * per * n_points, "lower n_record (the records are log-spaced over the steps) or pass fewer "
                    "record_steps, or a record= that keeps less")
 
@@ -159,20 +159,20 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     """
     import torch
 
-    _checks.torch_module("model", model)
-    lr = _checks.scalar("lr", lr, low=0.0, low_open=True)
-    steps = _checks.integer("steps", steps, minimum=1)
-    n_record = _checks.integer("n_record", n_record, minimum=2)
-    progress_seconds = _checks.scalar("progress_seconds", progress_seconds, low=0.0, allow_inf=True)
-    momentum = _checks.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
-    weight_decay = _checks.scalar("weight_decay", weight_decay, low=0.0)
+    validate.torch_module("model", model)
+    lr = validate.scalar("lr", lr, low=0.0, low_open=True)
+    steps = validate.integer("steps", steps, minimum=1)
+    n_record = validate.integer("n_record", n_record, minimum=2)
+    progress_seconds = validate.scalar("progress_seconds", progress_seconds, low=0.0, allow_inf=True)
+    momentum = validate.scalar("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    weight_decay = validate.scalar("weight_decay", weight_decay, low=0.0)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("model must have at least one trainable parameter (requires_grad=True).")
     device, dtype = params[0].device, params[0].dtype
     y, n_rep = _check_targets(model, y, replica_coords)
     y = torch.as_tensor(y, dtype=dtype, device=device)
-    n_samples = (_checks.integer("loss_samples", loss_samples, minimum=1) if loss_samples is not None
+    n_samples = (validate.integer("loss_samples", loss_samples, minimum=1) if loss_samples is not None
                  else int(y.shape[0]))
     factor = loss_factor(loss, n_samples)
     record = record or _order_parameter_record
@@ -180,7 +180,7 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
         probe = record(model)
     n_points = min(n_record, steps + 1) if record_steps is None else int(np.size(record_steps))
     _record_memory(probe, n_rep, n_points)
-    if _checks.half_precision(dtype):
+    if validate.half_precision(dtype):
         _half_precision_warning(model, y, dtype)
     grid = log_step_grid(steps, n_record) if record_steps is None else record_grid(record_steps, steps)
     opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
@@ -214,9 +214,9 @@ def _replica_lr_scale(lr_scale, optimizer: str, dtype, device):
     if optimizer not in ("gd", "momentum"):
         raise ValueError(f"lr_scale (a learning rate per replica) applies to gd and momentum, whose update is "
                          f"linear in the gradient; got optimizer {optimizer!r}.")
-    factors = _checks.array("lr_scale", lr_scale, ndim=1, nonempty=True)
+    factors = validate.array("lr_scale", lr_scale, ndim=1, nonempty=True)
     if np.any(factors <= 0):
-        raise ValueError(f"lr_scale must be > 0 for every replica; got {_checks.describe(factors)}.")
+        raise ValueError(f"lr_scale must be > 0 for every replica; got {validate.describe(factors)}.")
     return torch.as_tensor(factors, dtype=dtype, device=device)
 
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import torch
 
-from nqf import _checks
+from nqf import validate
 from nqf.theory.forms import StructureForm, as_tensor
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """'auto' -> CUDA when present, else CPU; 'cpu', 'cuda', 'cuda:<n>' or a torch.device, refused
     when it names a CUDA device this machine does not have."""
-    return _checks.device("device", device)
+    return validate.device("device", device)
 
 
 class QuadraticModel(torch.nn.Module):
@@ -28,10 +28,10 @@ class QuadraticModel(torch.nn.Module):
         if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise TypeError(f"dtype must be a floating torch dtype (torch.float64, torch.float32); got {dtype!r}.")
         dev = resolve_device(device)
-        W0_np = _checks.array("W0", W0, ndim=(2, 3))
+        W0_np = validate.array("W0", W0, ndim=(2, 3))
         if W0_np.shape[-1] == 0:
             raise ValueError(f"W0 must have at least one column (d >= 1 units); got shape {W0_np.shape}.")
-        _checks.representable_weights("W0", W0_np, dtype)
+        validate.representable_weights("W0", W0_np, dtype)
         W0 = as_tensor(W0, dtype=dtype, device=dev)
         if W0.ndim == 2:
             W0 = W0[None]

@@ -114,7 +114,7 @@ def test_no_kind_imports_figure_code():
 
 
 # The package by concern, lowest first: a module imports only modules of its own package or of a
-# package on a lower layer (nqf itself and nqf._checks sit below everything). Packages on one layer
+# package on a lower layer (nqf itself and nqf.validate sit below everything). Packages on one layer
 # do not import each other.
 LAYERS = (("theory", "io"), ("data", "architectures"), ("training", "plotting"), ("experiments",),
           ("pipeline",))
@@ -122,7 +122,7 @@ PACKAGES = {p for layer in LAYERS for p in layer}
 
 
 def layer_of(module: str) -> tuple[int, str]:
-    """(layer, package) of a module of nqf; the root modules (nqf, nqf.errors, nqf._checks) are
+    """(layer, package) of a module of nqf; the root modules (nqf, nqf.errors, nqf.validate) are
     layer -1, the command line (nqf.__main__) sits on the pipeline's layer."""
     parts = module.split(".")
     package = "pipeline" if module == "nqf.__main__" else parts[1] if len(parts) > 1 and parts[1] in PACKAGES else ""

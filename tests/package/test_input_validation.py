@@ -13,7 +13,7 @@ import torch
 import xarray as xr
 
 import nqf
-from nqf import _checks
+from nqf import validate
 from nqf import architectures as arch
 from nqf.theory.closed_forms import corollary4, corollary4_init, corollary4_modes, theorem4, theorem5, theorem7, \
     theorem7_modes, theorem16
@@ -505,10 +505,10 @@ def test_psd_check_is_one_cholesky_not_an_eigendecomposition(monkeypatch):
         raise AssertionError("eigvalsh called on a valid C")
 
     monkeypatch.setattr(np.linalg, "eigvalsh", forbidden)
-    _checks.symmetric_psd("C", C)
+    validate.symmetric_psd("C", C)
     monkeypatch.undo()
     with pytest.raises(ValueError, match="smallest eigenvalue"):
-        _checks.symmetric_psd("C", C - 2 * np.eye(40) * np.linalg.eigvalsh(C)[0] - np.eye(40))
+        validate.symmetric_psd("C", C - 2 * np.eye(40) * np.linalg.eigvalsh(C)[0] - np.eye(40))
 
 
 def test_valid_calls_the_audit_found_refused_or_misread_now_work():

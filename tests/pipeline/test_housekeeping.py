@@ -14,7 +14,7 @@ from helpers import time_limit
 
 
 
-from nqf.pipeline import results_check
+from nqf.pipeline import results_tree
 
 
 
@@ -86,17 +86,17 @@ def test_a_dry_run_moves_nothing_and_says_what_a_run_would_do(tmp_path):
     bad = results / "fits" / "x.nc"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"\0" * 200)
-    messages = results_check.scan(results, move=False)
+    messages = results_tree.scan(results, move=False)
     assert bad.exists() and not bad.with_name("x.nc.unusable").exists()
     assert len(messages) == 1 and "zero-filled" in messages[0] and "left in place" in messages[0]
-    assert "moved aside" in results_check.scan(results)[0] and not bad.exists()
+    assert "moved aside" in results_tree.scan(results)[0] and not bad.exists()
 
 
 def test_moving_aside_twice_keeps_the_earlier_copy(tmp_path):
     path = tmp_path / "a.nc"
     for content in (b"first", b"second", b"third"):
         path.write_bytes(content)
-        assert results_check.move_aside(path, "is wrong")[0]
+        assert results_tree.move_aside(path, "is wrong")[0]
     assert (tmp_path / "a.nc.unusable").read_bytes() == b"third"  # the latest, as jobs.set_aside expects
     assert (tmp_path / "a.nc.1.unusable").read_bytes() == b"first"
     assert (tmp_path / "a.nc.2.unusable").read_bytes() == b"second"
@@ -114,10 +114,10 @@ def test_links_out_of_results_in_logs_and_benchmarks_are_removed_not_written_thr
     inside_target.write_text("x")
     (results / "logs").mkdir()
     (results / "logs" / "ok.log").symlink_to(inside_target)  # stays inside results/: left alone
-    links = results_check.outward_links(results)
+    links = results_tree.outward_links(results)
     assert links == [(bench, str(outside.resolve()))]
-    assert "left in place" in results_check.remove_outward_links(links, move=False)[0] and bench.is_symlink()
-    assert "removed the link" in results_check.remove_outward_links(links)[0]
+    assert "left in place" in results_tree.remove_outward_links(links, move=False)[0] and bench.is_symlink()
+    assert "removed the link" in results_tree.remove_outward_links(links)[0]
     assert not os.path.lexists(bench) and outside.read_text() == "keep me"
 
 
@@ -125,7 +125,7 @@ def test_a_folder_replaced_by_a_file_is_found(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     (results / "runs").write_text("not a folder")
-    blocked = results_check.blocked_folders([results / "runs" / "fw" / "gd.nc", results / "fits" / "fw.nc"], results)
+    blocked = results_tree.blocked_folders([results / "runs" / "fw" / "gd.nc", results / "fits" / "fw.nc"], results)
     assert blocked == [results / "runs"]
 
 

@@ -36,7 +36,7 @@ def test_unusable_input_is_named_and_regenerated(tmp_path, damage):
     text = broken.stdout + broken.stderr
     if damage == "truncated":
         # shorter than its HDF5 superblock says: moved aside before planning, and this very call
-        # regenerates it (nqf.pipeline.results_check.scan)
+        # regenerates it (nqf.pipeline.results_tree.scan)
         assert broken.returncode == 0, text[-3000:]
         assert f"nqf: {Path('results') / 'data' / 'featurewise.nc'} is truncated" in text and "moved aside" in text
         assert data.with_name(data.name + ".unusable").exists()

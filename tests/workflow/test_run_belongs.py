@@ -26,9 +26,9 @@ def test_a_run_of_another_eps_is_refused_and_retrained(tmp_path):
     second = snakemake(work, target, "--configfile", str(path), check=False)
     text = second.stdout + second.stderr
     # The file is new to nqf's record of the results (written behind the workflow), so the check on
-    # read (nqf.pipeline.validate: the config stored in the file against the run's config) runs
+    # read (nqf.pipeline.verify_stage: the config stored in the file against the run's config) runs
     # before planning, names it, moves it aside, and this call retrains it; the fit's own check
-    # (nqf.experiments.matching, unit-tested in tests/experiments/test_matching.py) is the
+    # (nqf.experiments.verify_runs, unit-tested in tests/experiments/test_verify_runs.py) is the
     # second line behind it.
     assert second.returncode == 0, text[-3000:]
     assert ("results/runs/competition/eps1e-06.nc is readable but wrong: it was made for another "

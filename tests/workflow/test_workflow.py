@@ -330,7 +330,7 @@ def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):
     xr.open_mfdataset recipe gives the same."""
     import warnings
 
-    from nqf.pipeline.validate import nonfinite_patterns
+    from nqf.pipeline.verify_stage import nonfinite_patterns
     from nqf.io.runs import CONCAT, by_record, open_runs
 
     res = finished[0] / "results"

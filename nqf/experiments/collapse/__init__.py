@@ -58,8 +58,8 @@ from nqf.experiments.claims import (
 )
 from nqf.experiments.ids import exact_number
 from nqf.experiments.machine import seed_draw
-from nqf.experiments.matching import check_runs
 from nqf.experiments.sweeps import grid_cell, grid_runs
+from nqf.experiments.verify_runs import check_runs
 from nqf.theory.ignition import ignition_times, predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import LotkaVolterra

@@ -52,8 +52,8 @@ from nqf.experiments.claims import (
 )
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
 from nqf.experiments.ids import exact_number
-from nqf.experiments.matching import check_runs
 from nqf.experiments.structure_files import lv_from_structure
+from nqf.experiments.verify_runs import check_runs
 from nqf.theory.ignition import ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import glv

@@ -38,7 +38,6 @@ import xarray as xr
 from nqf.experiments.claims import Claim, ErrorBudget, claims_dataset
 from nqf.experiments.contract import PaperFigure
 from nqf.experiments.machine import seed_draw
-from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (
     SHIFTS,
     deterministic_init,
@@ -50,6 +49,7 @@ from nqf.experiments.powerlaw import (
     train_loss_only,
     window_reach_problems,
 )
+from nqf.experiments.verify_runs import check_runs
 from nqf.theory.ignition import predicted_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.lotka_volterra import logistic_solution

@@ -48,7 +48,7 @@ import xarray as xr
 from nqf.errors import ConfigError
 from nqf.experiments.contract import PaperFigure
 from nqf.experiments.fourier_powerlaw import fitting as fits
-from nqf.experiments.matching import check_runs
+from nqf.experiments.verify_runs import check_runs
 from nqf.theory.fourier_modes import (
     designed_coefficients,
     fourier_features,

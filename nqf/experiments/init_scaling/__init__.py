@@ -64,7 +64,7 @@ import xarray as xr
 from nqf.errors import ConfigError
 from nqf.experiments.init_scaling import fitting as fits
 from nqf.experiments.machine import generic_estimate, seed_draw
-from nqf.experiments.matching import check_runs
+from nqf.experiments.verify_runs import check_runs
 from nqf.theory.ignition import predicted_ignition_times, predicted_seed_scatter
 from nqf.theory.mode_theory import ordered_seed_scatter, reduce_modes, slope_fit
 from nqf.training.loop import train

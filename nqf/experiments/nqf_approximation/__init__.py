@@ -55,9 +55,9 @@ import xarray as xr
 
 from nqf.architectures import title, unit_input_dim
 from nqf.experiments.contract import PaperFigure
-from nqf.experiments.matching import check_runs
 from nqf.experiments.nqf_approximation import fitting as fits
 from nqf.experiments.nqf_approximation.fitting import DEPARTS_SOURCE, TRACKS_SOURCE  # noqa: F401 (the claims' sources)
+from nqf.experiments.verify_runs import check_runs
 
 if TYPE_CHECKING:
     from nqf.architectures import UnitModule

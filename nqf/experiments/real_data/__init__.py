@@ -42,8 +42,8 @@ from nqf.architectures import title
 from nqf.data.datasets import load_digit_task
 from nqf.errors import ConfigError
 from nqf.experiments.contract import PaperFigure
-from nqf.experiments.matching import check_runs
 from nqf.experiments.real_data import fitting as fits
+from nqf.experiments.verify_runs import check_runs
 from nqf.training.loop import train
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def check(cfg: dict) -> list[tuple[str, str]]:
         problems.append(("path", "dataset mnist_npz reads a local .npz; set path to it (x_train, y_train, "
                                  "x_test, y_test)."))
     else:
-        from nqf.experiments.npz_check import npz_problems
+        from nqf.data.validate_npz import npz_problems
 
         found, shape = npz_problems(cfg["path"], n_total, cfg["n_test"])
         problems += found
@@ -180,7 +180,7 @@ def estimate(cfg: dict) -> dict:
     n += int(cfg["n_test"])
     arrays = None
     if cfg["dataset"] == "mnist_npz" and cfg.get("path"):
-        from nqf.experiments.npz_check import image_shape, npz_arrays
+        from nqf.data.validate_npz import image_shape, npz_arrays
 
         arrays = npz_arrays(cfg["path"])  # None for a file check() refuses
         side = (image_shape(arrays["x_train"][0]) if arrays else None) or side
@@ -198,7 +198,7 @@ def _npz_part(path, arrays: dict, n: int, images: int) -> dict:
     int64), added to the ``images`` bytes of the ``n`` images the run keeps."""
     from pathlib import Path
 
-    from nqf.experiments.npz_check import array_bytes
+    from nqf.data.validate_npz import array_bytes
     from nqf.io.write_failures import size_text
 
     sizes = {k: array_bytes(*arrays[k]) for k in arrays}

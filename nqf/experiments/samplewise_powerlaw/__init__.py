@@ -32,7 +32,6 @@ import xarray as xr
 from nqf.experiments.claims import claims_dataset
 from nqf.experiments.contract import PaperFigure
 from nqf.experiments.machine import seed_draw
-from nqf.experiments.matching import check_runs
 from nqf.experiments.powerlaw import (
     SHIFTS,
     exponent_claims,
@@ -42,6 +41,7 @@ from nqf.experiments.powerlaw import (
     train_loss_only,
     window_reach_problems,
 )
+from nqf.experiments.verify_runs import check_runs
 from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
 from nqf.theory.losses import flow_lr
 from nqf.theory.scaling import predict_exponent

@@ -45,8 +45,8 @@ import xarray as xr
 from nqf.architectures import title
 from nqf.experiments.claims import Claim, claims_dataset, run_too_short
 from nqf.experiments.contract import PaperFigure
-from nqf.experiments.matching import check_runs
 from nqf.experiments.sweeps import per_arch_dataset, teacher_generator
+from nqf.experiments.verify_runs import check_runs
 from nqf.theory.losses import flow_lr
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Result files that read fine but are wrong are named with their rule and set aside
-(nqf.pipeline.validate, nqf.pipeline.jobs.set_aside), non-NetCDF files and the temporary
-files of killed writes are swept before a run (nqf.pipeline.results_check). On small Datasets: no stage runs."""
+(nqf.pipeline.verify_stage, nqf.pipeline.jobs.set_aside), non-NetCDF files and the temporary
+files of killed writes are swept before a run (nqf.pipeline.results_tree). On small Datasets: no stage runs."""
 import os
 import time
 
@@ -10,10 +10,10 @@ import xarray as xr
 
 from helpers import experiment_config, time_limit
 from nqf.pipeline.jobs import set_aside
-from nqf.pipeline.validate import check_derived, expected_config, file_problems, open_stage, with_data_config
+from nqf.pipeline.verify_stage import check_derived, expected_config, file_problems, open_stage, with_data_config
 from nqf.io.netcdf import HOST, write_dataset
 from nqf.errors import ResultFileError
-from nqf.pipeline import results_check
+from nqf.pipeline import results_tree
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_scan_moves_non_netcdf_files_aside(tmp_path):
     empty.write_bytes(b"")
     folder.mkdir(parents=True)
     start = time.perf_counter()
-    messages = results_check.scan(res)
+    messages = results_tree.scan(res)
     assert time.perf_counter() - start < time_limit(1.0)
     assert len(messages) == 3 and any("zero-filled" in m for m in messages)
     assert good.exists() and not zero.exists() and zero.with_name("z.nc.unusable").exists()
@@ -128,16 +128,16 @@ def test_only_temporaries_of_dead_writers_are_removed(tmp_path):
     for p in (dead, live, other_host, old):
         p.write_bytes(b"x")
     os.utime(old, (0, 0))
-    removed = results_check.remove_stale_temporaries(tmp_path / "results")
+    removed = results_tree.remove_stale_temporaries(tmp_path / "results")
     assert set(removed) == {dead, old}
     assert live.exists() and other_host.exists()
 
 
 def test_lock_hint_points_to_troubleshooting(tmp_path):
-    assert results_check.lock_hint(tmp_path) is None
+    assert results_tree.lock_hint(tmp_path) is None
     (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
     (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("x")
-    assert "--unlock" in results_check.lock_hint(tmp_path) and "Troubleshooting" in results_check.lock_hint(tmp_path)
+    assert "--unlock" in results_tree.lock_hint(tmp_path) and "Troubleshooting" in results_tree.lock_hint(tmp_path)
 
 
 def _keep_mtime_write(path, data: bytes):
@@ -155,10 +155,10 @@ def test_scan_moves_truncated_hdf5_files_aside(tmp_path):
     for p in (good, few, half):
         write_dataset(ds, p, title="t")
     size = good.stat().st_size
-    assert results_check.hdf5_end_of_file(good.read_bytes()[:96]) == size
+    assert results_tree.hdf5_end_of_file(good.read_bytes()[:96]) == size
     _keep_mtime_write(few, few.read_bytes()[:-3])
     _keep_mtime_write(half, half.read_bytes()[: size // 2])
-    messages = results_check.scan(res)
+    messages = results_tree.scan(res)
     assert len(messages) == 2 and all("is truncated" in m and "HDF5 superblock" in m for m in messages)
     assert any(str(few) in m and f"{size - 3:,} bytes of the {size:,}" in m for m in messages)
     assert good.exists() and not few.exists() and few.with_name("few.nc.unusable").exists()
@@ -169,14 +169,14 @@ def test_scan_moves_truncated_hdf5_files_aside(tmp_path):
 
 def test_superblock_versions_and_user_block(tmp_path):
     # version 0 (base address at byte 24, end of file at 24 + 2 offsets), 8-byte offsets
-    v0 = results_check.HDF5_SIGNATURE + bytes([0, 0, 0, 0, 0, 8, 8, 0]) + bytes(8) \
+    v0 = results_tree.HDF5_SIGNATURE + bytes([0, 0, 0, 0, 0, 8, 8, 0]) + bytes(8) \
         + (0).to_bytes(8, "little") + (2 ** 64 - 1).to_bytes(8, "little") + (5000).to_bytes(8, "little")
-    assert results_check.hdf5_end_of_file(v0) == 5000
+    assert results_tree.hdf5_end_of_file(v0) == 5000
     v1 = v0[:8] + bytes([1]) + v0[9:24] + bytes(4) + v0[24:]  # version 1: 4 more bytes first
-    assert results_check.hdf5_end_of_file(v1) == 5000
+    assert results_tree.hdf5_end_of_file(v1) == 5000
     undefined = v0[:40] + (2 ** 64 - 1).to_bytes(8, "little")
-    assert results_check.hdf5_end_of_file(undefined) is None
-    assert results_check.hdf5_end_of_file(results_check.HDF5_SIGNATURE + bytes([9]) + bytes(80)) is None
+    assert results_tree.hdf5_end_of_file(undefined) is None
+    assert results_tree.hdf5_end_of_file(results_tree.HDF5_SIGNATURE + bytes([9]) + bytes(80)) is None
     # a file whose superblock follows a 512-byte user block is found there (HDF5's search)
     res = tmp_path / "results"
     plain = res / "data" / "p.nc"
@@ -185,7 +185,7 @@ def test_superblock_versions_and_user_block(tmp_path):
     block, cut = res / "data" / "u.nc", res / "data" / "c.nc"
     block.write_bytes(b"u" * 512 + body)
     cut.write_bytes(b"u" * 512 + body[: len(body) // 2])
-    messages = results_check.scan(res)
+    messages = results_tree.scan(res)
     assert len(messages) == 1 and str(cut) in messages[0] and "truncated" in messages[0]
     assert plain.exists() and block.exists()
 
@@ -197,7 +197,7 @@ def test_scan_of_300_files_stays_cheap(tmp_path):
     for i in range(1, 300):
         (res / "runs" / f"{i}.nc").write_bytes(first.read_bytes())
     start = time.perf_counter()
-    assert results_check.scan(res) == []
+    assert results_tree.scan(res) == []
     assert time.perf_counter() - start < time_limit(0.5)
 
 
@@ -210,7 +210,7 @@ def test_old_form_plain_temporary_removed_only_when_old_and_not_open(tmp_path):
     for p in (old, held):
         os.utime(p, (time.time() - 10 ** 6, time.time() - 10 ** 6))
     with open(held, "ab"):  # a writer that still runs (its name says nothing of its pid)
-        removed = results_check.remove_stale_temporaries(tmp_path / "results")
+        removed = results_tree.remove_stale_temporaries(tmp_path / "results")
     assert removed == [old]
     assert young.exists() and held.exists()
 
@@ -335,7 +335,7 @@ def test_data_variables_may_carry_leading_axes():
     sample, param) are what its data stage writes, not a fault."""
     import xarray as xr
 
-    from nqf.pipeline.validate import dimension_problems
+    from nqf.pipeline.verify_stage import dimension_problems
 
     ds = xr.Dataset({"y": (("theta", "sample"), np.zeros((3, 4))),
                      "A_diag": (("theta", "sample", "param"), np.zeros((3, 4, 2)))})
@@ -361,7 +361,7 @@ def test_a_fit_file_whose_claim_columns_were_edited_is_refused():
     """Issue 30: a fit file with claim_measured doubled (rel_error and passed untouched) passed
     verify and the summary printed measured 13.86 against predicted 6.91 with passed True."""
     from nqf.experiments.claims import Claim, claims_dataset
-    from nqf.pipeline.validate import claim_consistency_problems
+    from nqf.pipeline.verify_stage import claim_consistency_problems
 
     ds = claims_dataset([Claim("t*_1", 6.91, 6.93, 0.05), Claim("gap", 0.0, 0.01, 0.05, relative=False),
                          Claim("bound", 1.0, 0.5, 0.0, comparison="at_most")])

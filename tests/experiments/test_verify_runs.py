@@ -7,7 +7,7 @@ import xarray as xr
 
 from nqf import experiments as E
 from nqf.pipeline.jobs import set_aside
-from nqf.experiments.matching import check_runs
+from nqf.experiments.verify_runs import check_runs
 from nqf.io.netcdf import open_result, write_dataset
 from nqf.errors import ResultFileError
 

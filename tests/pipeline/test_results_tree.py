@@ -1,4 +1,4 @@
-"""nqf.pipeline.results_check.output_problem: the figures, tables and report of the DAG are checked for
+"""nqf.pipeline.results_tree.output_problem: the figures, tables and report of the DAG are checked for
 their form (a file cut short or of another kind is named and moved aside before planning), and
 nqf.pipeline.results_record.force_regeneration hands files moved aside to Snakemake as forced (issue 16).
 The outputs of a whole run pass these checks: tests/workflow/test_reliability.py reruns a finished
@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from nqf.pipeline import results_check as rc  # noqa: E402
+from nqf.pipeline import results_tree as rc  # noqa: E402
 from nqf.pipeline import results_record as rr  # noqa: E402
 from nqf.pipeline import verify  # noqa: E402
 

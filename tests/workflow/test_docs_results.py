@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from docs_blocks import ROOT, all_blocks, commands, program
+from helpers import time_limit
 
 pytestmark = pytest.mark.workflow
 BLOCKS = all_blocks()
@@ -31,7 +32,7 @@ def test_results_blocks_run_on_a_finished_run(finished, tmp_path):
                       "for page, codes in pages.items():\n"
                       "    exec(compile('\\n'.join(codes), page, 'exec'), {'__name__': '__main__'})\n")
     flags = ["-W", "error::UserWarning", "-W", "error::FutureWarning", "-W", "error::RuntimeWarning"]
-    proc = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True, timeout=time_limit(300),
                           cwd=finished[0])
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -51,7 +52,7 @@ def test_open_runs_table_holds_on_the_finished_run(finished):
     code = ("import json\nfrom nqf.io.runs import open_runs\n"
             f"calls = {json.dumps([call for _, call, _ in rows])}\n"
             "print(json.dumps([dict(eval(call).sizes) for call in calls]))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=time_limit(300),
                           cwd=finished[0])
     assert proc.returncode == 0, proc.stderr[-3000:]
     measured = json.loads(proc.stdout.splitlines()[-1])
@@ -67,7 +68,7 @@ def test_dry_run_blocks_plan_their_jobs(block, tmp_path):
         assert prog == "snakemake", block.name
         # -n and the empty folder go right after the program: --config takes every word after it
         cmd = [sys.executable, "-m", "snakemake", "-n", "--directory", str(tmp_path), *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit(600), cwd=ROOT)
         text = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{block.name}: {' '.join(words)}\n{text[-3000:]}"
         assert "This was a dry-run" in text and re.search(r"^total\s+\d+$", text, flags=re.M), text[-2000:]

@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from helpers import read_test_config, snakemake
+from helpers import read_test_config, snakemake, time_limit
 
 pytestmark = pytest.mark.workflow
 
@@ -194,7 +194,7 @@ def test_files_changed_behind_their_mtime_are_regenerated_in_the_same_call(tmp_p
 
     def verify(*args):
         return subprocess.run([sys.executable, "-m", "nqf", "verify", "--directory", str(work), "--configfile",
-                               str(cfg), *args], capture_output=True, text=True, timeout=300)
+                               str(cfg), *args], capture_output=True, text=True, timeout=time_limit(300))
 
     ok = verify()
     assert ok.returncode == 0 and "0 wrong" in ok.stdout, ok.stdout + ok.stderr
@@ -234,7 +234,7 @@ def test_a_dry_run_and_a_refused_run_change_nothing_while_a_run_trains(tmp_path)
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         first = work / "results" / "runs" / "featurewise" / "gd.nc"
-        deadline = time.time() + 300
+        deadline = time.time() + time_limit(300)
         while not first.exists() and run_a.poll() is None and time.time() < deadline:
             time.sleep(0.2)
         assert first.exists() and run_a.poll() is None, "run A finished before the other calls could start"
@@ -255,7 +255,7 @@ def test_a_dry_run_and_a_refused_run_change_nothing_while_a_run_trains(tmp_path)
         assert refused.returncode != 0  # Snakemake's lock refuses it
         assert not list((work / "results").rglob("*.unusable"))
     finally:
-        out, _ = run_a.communicate(timeout=600)
+        out, _ = run_a.communicate(timeout=time_limit(600))
     assert run_a.returncode == 0, out[-3000:]
 
 

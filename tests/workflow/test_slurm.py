@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, time_limit
 
 SCRIPT = ROOT / "tests" / "workflow" / "slurm" / "run_slurm_test.sh"
 
@@ -26,7 +26,7 @@ pytestmark = [
 def test_workflow_on_slurm_matches_local_run():
     env = dict(os.environ, NQF_PYTHON=os.environ.get("NQF_PYTHON", sys.executable))
     proc = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=3600)
+                          text=True, timeout=time_limit(3600))
     print(proc.stdout[-6000:])
     assert proc.returncode == 0, f"{SCRIPT.name} failed:\n{proc.stdout[-8000:]}\n{proc.stderr[-4000:]}"
     assert "PASSED" in proc.stdout

@@ -14,7 +14,7 @@ import yaml
 
 from nqf.experiments.claims import CHECKS
 
-from helpers import ROOT, read_test_config, snakemake
+from helpers import ROOT, read_test_config, snakemake, time_limit
 
 pytestmark = pytest.mark.workflow
 # Outputs every rerun of a fit also replans: the summary and the reproduction page.
@@ -185,7 +185,7 @@ def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     log = work / "results" / "logs" / "train" / "featurewise" / "gd.log"
     done_b = work / "results" / "figures" / "featurewise_b.png"
-    deadline = time.time() + 600
+    deadline = time.time() + time_limit(600)
     while time.time() < deadline and not (log.exists() and "s left" in log.read_text() and done_b.exists()):
         time.sleep(1)
     assert done_b.exists() and log.exists(), "the slow training job never started"
@@ -199,7 +199,7 @@ def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
             os.kill(int(cmdline.parent.name), signal.SIGKILL)  # the training job only
             killed += 1
     assert killed == 1
-    proc.wait(timeout=300)
+    proc.wait(timeout=time_limit(300))
     assert proc.returncode != 0  # snakemake saw the job die
     assert not (work / "results" / "runs" / "featurewise" / "gd.nc").exists()
     finished_before = {p: p.stat().st_mtime_ns for p in (work / "results").rglob("*.nc")}
@@ -295,7 +295,7 @@ def test_every_netcdf_file_passes_the_cf_checker(finished, tmp_path):
     files = sorted((finished[0] / "results").rglob("*.nc"))
     assert len(files) > 40
     proc = subprocess.run([sys.executable, "-m", "cfchecker.cfchecks", "-s", str(tables["std"]), "-a", str(tables["area"]),
-                           "-r", str(tables["region"]), *map(str, files)], capture_output=True, text=True, timeout=600)
+                           "-r", str(tables["region"]), *map(str, files)], capture_output=True, text=True, timeout=time_limit(600))
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out, out[-3000:]
     assert out.count("ERRORS detected: 0") == len(files) and out.count("WARNINGS given: 0") == len(files), \

@@ -78,8 +78,8 @@ def stage_chain(kind, cfg: dict, structure_edit=None):
     where the kind narrows its config, else on ``cfg``; the structure is the kind's own where it
     has one, else the generic reduction. ``structure_edit`` tampers with the structure the theory
     and fit see (the runs still train on the true data). Returns (structure, theory, runs, fit)."""
-    from nqf.experiments.structure_files import form_from_dataset, structure_dataset
     from nqf.experiments.contract import hook
+    from nqf.experiments.structure_files import form_from_dataset, structure_dataset
 
     data = kind.make_data(cfg)
     own_structure, narrow = hook(kind, "structure"), hook(kind, "run_config")

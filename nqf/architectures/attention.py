@@ -15,15 +15,7 @@ import math
 
 import torch
 
-from nqf.architectures.base import (
-    QUERY_CONTEXT,
-    UnitModule,
-    gaussian,
-    generator,
-    orthonormal,
-    unvec,
-    vec,
-)
+from nqf.architectures.base import QUERY_CONTEXT, UnitModule, gaussian, generator, orthonormal, unvec, vec
 from nqf.architectures.effective import first_row_units, singular_vectors
 from nqf.architectures.mode_designs import pair_modes, standard_normal, whitened
 from nqf.theory.factored import BlockBilinearForm

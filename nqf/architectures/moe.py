@@ -18,14 +18,7 @@ import math
 import torch
 
 from nqf.architectures.activations import activation
-from nqf.architectures.base import (
-    UnitModule,
-    gaussian,
-    generator,
-    orthonormal,
-    unvec,
-    vec,
-)
+from nqf.architectures.base import UnitModule, gaussian, generator, orthonormal, unvec, vec
 from nqf.architectures.effective import singular_vectors
 from nqf.architectures.mode_designs import pair_modes
 from nqf.theory.factored import BlockBilinearForm

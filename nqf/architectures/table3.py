@@ -14,14 +14,7 @@ from typing import Any
 import torch
 from torch.func import vmap
 
-from nqf.architectures.base import (
-    MATRIX,
-    QUERY_CONTEXT,
-    UnitModule,
-    gaussian,
-    generator,
-    orthonormal,
-)
+from nqf.architectures.base import MATRIX, QUERY_CONTEXT, UnitModule, gaussian, generator, orthonormal
 from nqf.architectures.mode_designs import pair_modes, standard_normal, whitened
 from nqf.architectures.query_key import context_covariance_readout
 from nqf.theory.factored import BlockBilinearForm, LowRankSymmetricForm

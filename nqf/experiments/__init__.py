@@ -56,13 +56,7 @@ from types import ModuleType
 
 import numpy as np
 
-from nqf.experiments.contract import (
-    SCHEMA_FILE,
-    STAGES,
-    StageConfig,
-    figure_module,
-    hook,
-)
+from nqf.experiments.contract import SCHEMA_FILE, STAGES, StageConfig, figure_module, hook
 
 
 class Kinds(Mapping):

@@ -12,13 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.claims import (
-    Claim,
-    ErrorBudget,
-    reached,
-    run_too_short,
-    steps_to_reach,
-)
+from nqf.experiments.claims import Claim, ErrorBudget, reached, run_too_short, steps_to_reach
 from nqf.experiments.verify_runs import check_runs
 from nqf.theory.ignition import level_crossing
 from nqf.theory.losses import flow_lr

@@ -35,13 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.claims import (
-    Claim,
-    ErrorBudget,
-    reach_problems,
-    run_too_short,
-    steps_to_reach,
-)
+from nqf.experiments.claims import Claim, ErrorBudget, reach_problems, run_too_short, steps_to_reach
 from nqf.theory.scaling import PowerLawFit, fit_power_law, window_sensitivity
 from nqf.training.loop import train
 

@@ -35,11 +35,7 @@ import jsonschema
 import yaml
 
 from nqf.io.runs import EXPERIMENT_ID
-from nqf.pipeline.config_files import (
-    load_workflow_config,
-    merge_overrides,
-    read_config_file,
-)
+from nqf.pipeline.config_files import load_workflow_config, merge_overrides, read_config_file
 from nqf.pipeline.config_values import (
     ConfigError,
     check_keys,

@@ -85,11 +85,7 @@ def train(exp: str, run: str, cfg: Mapping, exp_cfg: Mapping, data_file: PathLik
 
     from nqf.errors import TrainingDiverged
     from nqf.experiments import kind_of, split_run_id
-    from nqf.experiments.divergence import (
-        diverged_run,
-        stable_lr_clause,
-        structure_for_hint,
-    )
+    from nqf.experiments.divergence import diverged_run, stable_lr_clause, structure_for_hint
     from nqf.io.netcdf import open_result, write_dataset
     from nqf.io.runs import with_run_coordinates
     from nqf.pipeline.verify_stage import open_stage, with_data_config
@@ -129,12 +125,7 @@ def fit(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, theo
     from nqf.experiments.claims import with_reading
     from nqf.experiments.divergence import diverged_runs, divergence_fit
     from nqf.io.netcdf import write_dataset
-    from nqf.pipeline.verify_stage import (
-        check_derived,
-        open_stage,
-        run_dims_of_structure,
-        with_data_config,
-    )
+    from nqf.pipeline.verify_stage import check_derived, open_stage, run_dims_of_structure, with_data_config
 
     with job(_path(log), "fit") as logger:
         structure_ds = open_stage(structure_file, "structure", exp_cfg, experiment=exp)

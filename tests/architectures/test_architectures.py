@@ -15,13 +15,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import time_limit
 from torch.func import vmap
 
 import nqf
 from nqf.architectures import ARCHITECTURES, MODULES, QUADRATIC_MODELS, unvec, vec
 from nqf.theory.taylor import convergence_errors
-
-from helpers import time_limit
 
 F64 = torch.float64
 ALL = list(ARCHITECTURES)
@@ -447,11 +446,7 @@ def test_config_choices_of_architectures_are_the_registry_selections():
     """The config schema's lists of architectures (nqf.pipeline.config.ARCHITECTURE_CHOICES) name
     only architectures of their registry selection, and a filled list all of them."""
     from nqf.architectures import selection
-    from nqf.pipeline.config import (
-        ARCHITECTURE_CHOICES,
-        _fill_architecture_choices,
-        load_schema,
-    )
+    from nqf.pipeline.config import ARCHITECTURE_CHOICES, _fill_architecture_choices, load_schema
 
     schema = load_schema()
     for (kind, key), (name, filled) in ARCHITECTURE_CHOICES.items():

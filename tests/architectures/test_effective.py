@@ -8,12 +8,7 @@ import pytest
 import torch
 
 from nqf.architectures import ARCHITECTURES, UnitModule, selection
-from nqf.architectures.effective import (
-    effective_matrix,
-    effective_outputs,
-    singular_values,
-    teacher_weights,
-)
+from nqf.architectures.effective import effective_matrix, effective_outputs, singular_values, teacher_weights
 
 F64 = torch.float64
 SMALL = {

@@ -8,11 +8,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from nqf.pipeline.config import validate_config
-
 from nqf.errors import ConfigError
-from nqf.experiments import KINDS, check_config
-from nqf.experiments import machine
+from nqf.experiments import KINDS, check_config, machine
+from nqf.pipeline.config import validate_config
 
 
 def header_only_npz(path, shapes: dict, dtype=np.uint8):

@@ -11,13 +11,12 @@ import functools
 import numpy as np
 import pytest
 import torch
+from helpers import claim_rows, experiment_config, stage_chain
 
 import nqf
 from nqf.experiments import collapse
 from nqf.experiments.claims import CHECKS
 from nqf.theory.losses import loss_factor
-
-from helpers import claim_rows, experiment_config, stage_chain
 
 SMALL = dict(architectures=["diagonal", "rectangular"], r=[1.0, 0.4], eps=[1e-3, 1e-6], seeds=[0, 1], tau_max=3.5,
              n_record=120)

@@ -11,13 +11,11 @@ import functools
 
 import numpy as np
 import pytest
+from helpers import claim_rows, experiment_config, stage_chain
 
 from nqf.experiments import competition
 from nqf.experiments.claims import CHECKS
 from nqf.theory.losses import loss_factor
-
-from helpers import claim_rows, experiment_config, stage_chain
-
 
 config = functools.partial(experiment_config, "competition")
 pipeline = functools.partial(stage_chain, competition)

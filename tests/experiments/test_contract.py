@@ -110,8 +110,8 @@ def test_a_kind_without_a_figure_module_is_named():
 # even with .get(key, default), raises StageKeyError here.
 def _small_experiments() -> dict:
     import yaml
-
     from helpers import ROOT
+
     from nqf.pipeline.config import validate_config
 
     raw = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
@@ -140,6 +140,7 @@ def test_every_stage_reads_only_its_params(exp_id, tmp_path, monkeypatch):
     """... and its figure passes a referee's checks (helpers.figure_problems: no legend over
     data, no repeated legend label)."""
     from helpers import capture_figures, figure_problems
+
     from nqf import experiments as E
 
     saved = capture_figures(monkeypatch)
@@ -183,8 +184,8 @@ def test_a_stage_config_reads_alike_whatever_the_order_of_nested_keys():
     (yaml.safe_dump sorts keys) must not rerun a stage."""
     import pickle
 
-    from nqf.pipeline.config import validate_config
     from nqf.experiments import run_config, stage_config
+    from nqf.pipeline.config import validate_config
 
     def experiment(sizes, steps):
         exp = {"kind": "real_data", "dataset": "digits8x8", "architectures": ["mlp", "cnn"], "sizes": sizes,

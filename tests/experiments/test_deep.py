@@ -2,12 +2,12 @@
 convention as a clock, and the claims against the 2-layer NQF's error budget."""
 import numpy as np
 import pytest
+from helpers import experiment_config
 
-from nqf.experiments import deep as K, run_config, stage_config, structure_of
+from nqf.experiments import deep as K
+from nqf.experiments import run_config, stage_config, structure_of
 from nqf.experiments.deep import escape_deviation, escape_step
 from nqf.theory.losses import loss_factor
-
-from helpers import experiment_config
 
 
 def test_escape_step_interpolates_in_log_loss():

@@ -1,11 +1,10 @@
 """Determinism (issue 9): the same seed gives bit-identical trajectories, a different seed gives
 different ones, and every run records the seeds it used."""
 import numpy as np
+from helpers import experiment_config
 
 from nqf.experiments import featurewise_powerlaw as fpl
 from nqf.experiments import teacher_student as ts
-
-from helpers import experiment_config
 
 
 def test_seeded_runs_repeat_exactly_and_differ_across_seeds():

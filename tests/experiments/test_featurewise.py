@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import claim_rows, experiment_config, stage_chain
 
 import nqf
 from nqf.experiments import featurewise
 from nqf.experiments.claims import CHECKS
 from nqf.experiments.structure_files import structure_dataset
 from nqf.theory.losses import loss_factor
-
-from helpers import claim_rows, experiment_config, stage_chain
 
 R = np.array([1.0, 0.5, 0.25, 0.125, 0.0625])
 EPS = 1e-5
@@ -190,9 +189,9 @@ def test_check_config_refuses_steps_that_end_before_the_slowest_ignition(capsys)
     experiment, the prediction, the run's end and the fewest steps that reach it, t* plus twice GD's
     lag (eta / 4) ln(r / (2 C eps)) = 0.0242: 22.12 / 0.02 -> 1106. Those steps pass; one fewer does not."""
     from nqf.__main__ import main
-    from nqf.pipeline.config import validate_config
     from nqf.errors import ConfigError
     from nqf.experiments import check_config
+    from nqf.pipeline.config import validate_config
 
     config = str(Path(__file__).resolve().parents[2] / "config" / "test.yaml")
     assert main(["check-config", "--configfile", config, "--config", "experiments={featurewise: {steps: 20}}"]) == 2

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import experiment_config
 
 import nqf
 from nqf.experiments import featurewise_powerlaw as F
@@ -12,9 +13,6 @@ from nqf.theory.losses import loss_factor
 from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.theory.scaling import count_drops, count_resolved
 from nqf.training.loop import log_step_grid
-
-from helpers import experiment_config
-
 
 config = functools.partial(experiment_config, F.KIND)
 

@@ -5,17 +5,15 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import experiment_config
 
 import nqf
 from nqf.architectures import FourierMLP
-from nqf.training import fourier_training as ft
 from nqf.experiments import fourier_powerlaw as fp
 from nqf.theory.lotka_volterra import logistic_solution
 from nqf.theory.scaling import fit_power_law, power_law_test
+from nqf.training import fourier_training as ft
 from nqf.training.loop import train
-
-from helpers import experiment_config
-
 
 config = functools.partial(experiment_config, "fourier_powerlaw")
 

@@ -23,11 +23,10 @@ import math
 import numpy as np
 import pytest
 import xarray as xr
+from helpers import experiment_config
 
 from nqf.experiments import fourier_powerlaw as fp
 from nqf.experiments.claims import CHECKS
-
-from helpers import experiment_config
 
 THETAS = (0.0, 0.5, 1.0)
 

@@ -6,14 +6,13 @@ import math
 
 import numpy as np
 import pytest
+from helpers import ROOT, experiment_config
 
 from nqf import experiments as E
-from nqf.pipeline.config import load_yaml, validate_config
 from nqf.errors import ConfigError
 from nqf.experiments.contract import hook
 from nqf.experiments.ids import RUN_ID_PATTERN, exact_number
-
-from helpers import ROOT, experiment_config
+from nqf.pipeline.config import load_yaml, validate_config
 
 CONFIGS = ("config.yaml", "test.yaml", "paper.yaml")
 # Values that a fixed one-digit format (:.0e) maps to one id.

@@ -11,21 +11,20 @@ import functools
 
 import numpy as np
 import pytest
+from helpers import claim_rows, experiment_config, stage_chain
 from scipy.special import polygamma
 
 import nqf
-from nqf.theory.closed_forms import corollary4_modes
+from nqf.architectures.mode_designs import DESIGNS, design, initial_weights, teacher
 from nqf.errors import ConfigError
 from nqf.experiments import init_scaling
 from nqf.experiments.claims import CHECKS
+from nqf.theory.closed_forms import corollary4_modes
 from nqf.theory.ignition import ignition_times
 from nqf.theory.losses import loss_factor
 from nqf.theory.mflow import SecondMoment
-from nqf.architectures.mode_designs import DESIGNS, design, initial_weights, teacher
 from nqf.theory.mode_theory import effective_amplitudes, reduce_modes, std_relative_error
 from nqf.theory.solutions import theorem16_conditions
-
-from helpers import claim_rows, experiment_config, stage_chain
 
 RATES = [1.0, 0.5, 0.25]
 COMMUTING = {"fourier_mlp", "diagonal_net", "phase_retrieval", "matrix_sensing"}

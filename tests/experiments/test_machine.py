@@ -5,13 +5,12 @@ import re
 
 import pytest
 import torch
+from helpers import ROOT
 
 from nqf import experiments as E
-from nqf.pipeline.config import validate_config
 from nqf.errors import ConfigError
 from nqf.experiments import machine
-
-from helpers import ROOT
+from nqf.pipeline.config import validate_config
 
 
 def _checked(exp: dict, **top):

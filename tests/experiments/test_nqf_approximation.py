@@ -15,19 +15,18 @@ import re
 import numpy as np
 import pytest
 import torch
+from helpers import experiment_config
 
 import nqf
-from nqf.training.approximation import ModuleReplicas, closure_recursion, deviation, train_side_by_side
 from nqf.architectures import ARCHITECTURES
-from nqf.pipeline.config import validate_config
 from nqf.architectures.effective import teacher_weights
 from nqf.experiments import nqf_approximation as na
 from nqf.experiments import run_config, stage_config
+from nqf.pipeline.config import validate_config
 from nqf.theory.losses import loss_factor
 from nqf.theory.recursions import sgd_moments
+from nqf.training.approximation import ModuleReplicas, closure_recursion, deviation, train_side_by_side
 from nqf.training.loop import mse_per_replica
-
-from helpers import experiment_config
 
 F64 = torch.float64
 SMALL = {
@@ -346,6 +345,7 @@ def test_the_figure_prints_readably_at_the_default_size(tmp_path, monkeypatch):
     page) is at most 7.5 in wide with 3 panels, text >= 7 pt, no legend over data; the PDF holds
     one further page per init scale with every architecture x optimizer panel."""
     from helpers import capture_figures, figure_problems
+
     from nqf.experiments.nqf_approximation.figure import figure
 
     cfg, fit, runs = _default_size_results()
@@ -419,9 +419,9 @@ def test_gd_is_capped_at_half_its_stability_bound_where_it_starts():
     """At lr 4 (4x the reference), GD at the large init starts beyond its linear stability bound
     2 / lambda_max(W0): each replica's step is capped at 1 / lambda_max of its own W0 (recorded per
     eps and seed); the small init, stable there, keeps the config's lr; both runs stay finite."""
+    from nqf.architectures import initial_weights
     from nqf.theory.stability import top_curvature
     from nqf.training.loop import mse_per_replica
-    from nqf.architectures import initial_weights
 
     cfg = experiment_config("nqf_approximation", optimizers=["gd"], steps={"mlp": 20}, n_record=5,
                             lr={"mlp": {"gd": 4.0}})

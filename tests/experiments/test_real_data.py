@@ -15,15 +15,14 @@ Tolerances:
 import numpy as np
 import pytest
 import torch
+from helpers import experiment_config
 
-from nqf.pipeline.config import validate_config
-from nqf.data.datasets import load_digit_task, odd_even_targets
 from nqf.architectures.effective import effective_features, least_squares_nqf
+from nqf.data.datasets import load_digit_task, odd_even_targets
 from nqf.experiments import real_data as rd
 from nqf.experiments import run_config, stage_config
 from nqf.experiments.real_data import fitting as rd_fit
-
-from helpers import experiment_config
+from nqf.pipeline.config import validate_config
 
 ARCHS = ["mlp", "cnn", "qk_self_attention"]
 

@@ -11,13 +11,12 @@ import functools
 
 import numpy as np
 import pytest
+from helpers import claim_rows, experiment_config, stage_chain
 
 from nqf.experiments import samplewise
 from nqf.experiments.claims import CHECKS
 from nqf.experiments.structure_files import form_from_dataset, structure_dataset
 from nqf.theory.losses import loss_factor
-
-from helpers import claim_rows, experiment_config, stage_chain
 
 SMALL = dict(y=[1.0, 0.5, 0.25], entries=[1.0, 2.0], eps=1e-4, steps=2000, n_record=120)
 FAST = dict(y=[2.0, 1.0, 0.5, 0.25], eps=1e-10, lr=0.01, steps=6000)

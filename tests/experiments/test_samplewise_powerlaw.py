@@ -3,15 +3,14 @@ import functools
 
 import numpy as np
 import pytest
-
-import nqf
-from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
-from nqf.experiments import samplewise, samplewise_powerlaw as S
-from nqf.theory.losses import loss_factor
-from nqf.theory.lotka_volterra import LotkaVolterra
-
 from helpers import experiment_config
 
+import nqf
+from nqf.experiments import samplewise
+from nqf.experiments import samplewise_powerlaw as S
+from nqf.theory.closed_forms import theorem5, theorem5_ignition_times
+from nqf.theory.losses import loss_factor
+from nqf.theory.lotka_volterra import LotkaVolterra
 
 config = functools.partial(experiment_config, S.KIND)
 

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
+from helpers import experiment_config
 
 from nqf import experiments as E
-from nqf.pipeline.config import validate_config
 from nqf.errors import ConfigError
-from nqf.io.netcdf import write_dataset, open_result
+from nqf.io.netcdf import open_result, write_dataset
+from nqf.pipeline.config import validate_config
 
-from helpers import experiment_config
 
 def _exp(kind: str, **over) -> dict:
     """The config/test.yaml experiment of this kind with three seeds in one job unless ``over``

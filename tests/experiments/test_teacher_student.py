@@ -2,10 +2,9 @@
 import numpy as np
 import pytest
 import torch
+from helpers import SMALL, experiment_config
 
 from nqf.experiments import teacher_student as ts
-
-from helpers import SMALL, experiment_config
 
 EPS = SMALL["teacher_student"]["eps"]  # 1e-3
 

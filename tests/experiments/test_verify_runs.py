@@ -4,14 +4,13 @@ that the workflow job moves it aside and the next call retrains it. Nothing is t
 import numpy as np
 import pytest
 import xarray as xr
+from helpers import experiment_config
 
 from nqf import experiments as E
-from nqf.pipeline.jobs import set_aside
+from nqf.errors import ResultFileError
 from nqf.experiments.verify_runs import check_runs
 from nqf.io.netcdf import open_result, write_dataset
-from nqf.errors import ResultFileError
-
-from helpers import experiment_config
+from nqf.pipeline.jobs import set_aside
 
 
 def _run_file(path, **attrs) -> xr.Dataset:

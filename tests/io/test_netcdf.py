@@ -7,9 +7,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from nqf.io.netcdf import config_of, open_result, write_dataset
-
 from nqf.errors import ResultFileError
+from nqf.io.netcdf import config_of, open_result, write_dataset
 
 
 def sample():

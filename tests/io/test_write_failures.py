@@ -14,15 +14,13 @@ import textwrap
 import numpy as np
 import pytest
 import xarray as xr
-
-from nqf.pipeline import job_failures
-
-from nqf.io import write_failures
-from nqf.io.write_failures import write_error
-from nqf.io.netcdf import write_dataset, write_text
-from nqf.errors import ResultWriteError
-
 from helpers import time_limit
+
+from nqf.errors import ResultWriteError
+from nqf.io import write_failures
+from nqf.io.netcdf import write_dataset, write_text
+from nqf.io.write_failures import write_error
+from nqf.pipeline import job_failures
 
 FULL = "No space left on device"
 

@@ -22,7 +22,6 @@ import sys
 
 import pytest
 import yaml
-from helpers import time_limit
 from docs_blocks import (
     ROOT,
     TREATMENTS,
@@ -33,6 +32,7 @@ from docs_blocks import (
     path_lines_problems,
     program,
 )
+from helpers import time_limit
 
 BLOCKS = all_blocks()
 

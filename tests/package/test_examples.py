@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from helpers import time_limit
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import helpers
+
 from nqf.experiments import KINDS
 
 ROOT = helpers.ROOT / "nqf"

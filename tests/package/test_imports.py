@@ -6,10 +6,10 @@ import sys
 import textwrap
 import types
 
+from helpers import time_limit
+
 import nqf
 from nqf.experiments import KINDS
-
-from helpers import time_limit
 
 # Every kind's module imports without torch. Its fit and figure stages run without it too, and so
 # does its theory, except teacher_student's (it builds the modules to read their width) and

@@ -13,35 +13,61 @@ import torch
 import xarray as xr
 
 import nqf
-from nqf import validate
 from nqf import architectures as arch
-from nqf.theory.closed_forms import corollary4, corollary4_init, corollary4_modes, theorem4, theorem5, theorem7, \
-    theorem7_modes, theorem16
-from nqf.data.datasets import load_digit_task
+from nqf import validate
 from nqf.architectures.effective import effective_matrix, singular_values, teacher_weights
-from nqf.pipeline.local import run_experiment
-from nqf.theory.fourier_modes import fourier_features, predicted_windows
-from nqf.theory.losses import flow_lr, loss_factor
 from nqf.architectures.mode_designs import design
 from nqf.architectures.mode_designs import initial_weights as design_weights
-from nqf.theory.mode_theory import ordered_seed_scatter, slope_fit, std_relative_error
+from nqf.data.datasets import load_digit_task
 from nqf.data.orthogonal import random_orthogonal
-from nqf.io.runs import by_record, open_runs, with_run_coordinates
-from nqf.theory.spectra import deviation
-from nqf.theory.forms import DenseForm, DiagonalForm
-from nqf.theory.ignition import ignition_times, mode_ignition_times, predicted_ignition_times, predicted_seed_scatter
-from nqf.theory.lotka_volterra import LotkaVolterra, glv, logistic_solution, lv_coefficients, shared_eigenbasis
-from nqf.theory.mflow import SecondMoment, mflow
+from nqf.errors import ZGZWarning
 from nqf.io.netcdf import config_of, open_result, restore_labels, write_dataset, write_text
-from nqf.training.quadratic import QuadraticModel
+from nqf.io.runs import by_record, open_runs, with_run_coordinates
+from nqf.pipeline.local import run_experiment
+from nqf.theory.closed_forms import (
+    corollary4,
+    corollary4_init,
+    corollary4_modes,
+    theorem4,
+    theorem5,
+    theorem7,
+    theorem7_modes,
+    theorem16,
+)
+from nqf.theory.forms import DenseForm, DiagonalForm
+from nqf.theory.fourier_modes import fourier_features, predicted_windows
+from nqf.theory.ignition import (
+    ignition_times,
+    mode_ignition_times,
+    predicted_ignition_times,
+    predicted_seed_scatter,
+)
+from nqf.theory.losses import flow_lr, loss_factor
+from nqf.theory.lotka_volterra import (
+    LotkaVolterra,
+    glv,
+    logistic_solution,
+    lv_coefficients,
+    shared_eigenbasis,
+)
+from nqf.theory.mflow import SecondMoment, mflow
+from nqf.theory.mode_theory import ordered_seed_scatter, slope_fit, std_relative_error
 from nqf.theory.recursions import discrete_flow
-from nqf.theory.scaling import count_drops, fit_power_law, power_law_test, predict_exponent, theory_window, window_sensitivity
+from nqf.theory.scaling import (
+    count_drops,
+    fit_power_law,
+    power_law_test,
+    predict_exponent,
+    theory_window,
+    window_sensitivity,
+)
 from nqf.theory.solutions import predict
+from nqf.theory.spectra import deviation
 from nqf.theory.stability import hessian_at_minimum, max_stable_lr
 from nqf.theory.staircase import staircase, staircase_from_init
 from nqf.theory.taylor import expansion, structure_matrix
-from nqf.errors import ZGZWarning
 from nqf.training.loop import log_step_grid, train
+from nqf.training.quadratic import QuadraticModel
 
 NAN = float("nan")
 R2 = np.array([1.0, 0.5])

@@ -4,10 +4,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import time_limit
 
 from nqf.__main__ import main
-
-from helpers import time_limit
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
 import nqf
 from nqf.theory.closed_forms import corollary4, theorem5, theorem7_modes, theorem16
@@ -21,8 +22,6 @@ from nqf.theory.ignition import predicted_ignition_times, predicted_seed_scatter
 from nqf.theory.lotka_volterra import glv, logistic_solution
 from nqf.theory.stability import max_stable_lr
 from nqf.theory.staircase import staircase, staircase_from_init
-
-from helpers import ROOT
 
 SOURCES = sorted([*(ROOT / "nqf").rglob("*.py"), *(ROOT / "workflow").rglob("*.py"),
                   *(ROOT / "workflow").rglob("*.smk"), ROOT / "Snakefile"])

@@ -4,11 +4,10 @@ import re
 import numpy as np
 import pytest
 
-from nqf.pipeline.config import RENAMED, kind_names, load_schema, load_yaml, resolve, validate_config
-
 from nqf.errors import ConfigError
-from nqf.pipeline.config_values import describe, key_path
 from nqf.experiments import KINDS
+from nqf.pipeline.config import RENAMED, kind_names, load_schema, load_yaml, resolve, validate_config
+from nqf.pipeline.config_values import describe, key_path
 
 
 def exp(**keys):

@@ -8,14 +8,12 @@ import time
 import tracemalloc
 
 import pytest
-
-from nqf.pipeline.config import load_workflow_config, load_yaml, validate_config
+from helpers import ROOT, time_limit
 
 from nqf.errors import ConfigError
+from nqf.pipeline.config import load_workflow_config, load_yaml, validate_config
 from nqf.pipeline.config_files import MAX_BYTES, read_config_file
 from nqf.pipeline.config_values import MAX_NODES
-
-from helpers import ROOT, time_limit
 
 
 def refused(tmp_path, text, name="c.yaml", mode="w") -> str:

@@ -7,18 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from nqf.pipeline import housekeeping
-
 from helpers import time_limit
 
-
-
-from nqf.pipeline import results_tree
-
-
-
-from nqf.pipeline import results_record
+from nqf.pipeline import housekeeping, results_record, results_tree
 
 
 @pytest.mark.parametrize("argv, flag", [

@@ -2,11 +2,11 @@
 laid out as the workflow's and read back by nqf.io.runs.open_runs."""
 import numpy as np
 import pytest
-
 from helpers import read_test_config
+
 from nqf.errors import ConfigError
-from nqf.pipeline.local import run_experiment
 from nqf.io.runs import open_runs
+from nqf.pipeline.local import run_experiment
 
 
 def test_a_featurewise_experiment_runs_and_its_claims_hold(tmp_path):

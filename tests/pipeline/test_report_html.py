@@ -10,8 +10,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import helpers
-from nqf.pipeline.config import validate_config
+
 from nqf.experiments import stage_config
+from nqf.pipeline.config import validate_config
 from nqf.pipeline.report_html import claims_page, report_param, rst_text, verdicts_fragment
 from nqf.pipeline.reproduction import Experiment, html_page, markdown
 

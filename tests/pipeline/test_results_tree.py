@@ -12,8 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from nqf.pipeline import results_tree as rc  # noqa: E402
 from nqf.pipeline import results_record as rr  # noqa: E402
+from nqf.pipeline import results_tree as rc  # noqa: E402
 from nqf.pipeline import verify  # noqa: E402
 
 

@@ -7,13 +7,19 @@ import time
 import numpy as np
 import pytest
 import xarray as xr
-
 from helpers import experiment_config, time_limit
-from nqf.pipeline.jobs import set_aside
-from nqf.pipeline.verify_stage import check_derived, expected_config, file_problems, open_stage, with_data_config
-from nqf.io.netcdf import HOST, write_dataset
+
 from nqf.errors import ResultFileError
+from nqf.io.netcdf import HOST, write_dataset
 from nqf.pipeline import results_tree
+from nqf.pipeline.jobs import set_aside
+from nqf.pipeline.verify_stage import (
+    check_derived,
+    expected_config,
+    file_problems,
+    open_stage,
+    with_data_config,
+)
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,6 @@ import numpy as np
 import pytest
 
 from nqf import plotting
-
-
-
 from nqf.plotting import layout as plot_layout
 
 

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import nqf
-from nqf.training.approximation import ModuleReplicas
 from nqf.architectures import ARCHITECTURES
-from nqf.theory.lotka_volterra import logistic_solution
 from nqf.theory.losses import LOSS_CONVENTIONS, describe, flow_lr, loss_factor
+from nqf.theory.lotka_volterra import logistic_solution
+from nqf.training.approximation import ModuleReplicas
 
 
 def test_factors():

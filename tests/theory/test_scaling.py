@@ -8,8 +8,16 @@ from scipy.special import expit
 
 from nqf.theory.ignition import predicted_ignition_times
 from nqf.theory.lotka_volterra import logistic_solution
-from nqf.theory.scaling import (count_drops, count_resolved, excess_tail, fit_power_law, power_law_test,
-                         predict_exponent, theory_window, window_sensitivity)
+from nqf.theory.scaling import (
+    count_drops,
+    count_resolved,
+    excess_tail,
+    fit_power_law,
+    power_law_test,
+    predict_exponent,
+    theory_window,
+    window_sensitivity,
+)
 
 
 def fig3_right(m=1000, alpha1=2.0, alpha2=0.8, eps=1e-6, beta0=1.2):

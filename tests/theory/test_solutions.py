@@ -13,11 +13,20 @@ import torch
 from scipy.special import polygamma
 
 import nqf
-from nqf.theory.closed_forms import (ScalarFlow, corollary4, corollary4_init, corollary4_modes, theorem4,
-                              theorem5, theorem5_ignition_times, theorem7, theorem7_modes)
-from nqf.theory.mflow import SecondMoment, mflow, unsvec
-from nqf.theory.lotka_volterra import glv
+from nqf.theory.closed_forms import (
+    ScalarFlow,
+    corollary4,
+    corollary4_init,
+    corollary4_modes,
+    theorem4,
+    theorem5,
+    theorem5_ignition_times,
+    theorem7,
+    theorem7_modes,
+)
 from nqf.theory.ignition import mode_ignition_times
+from nqf.theory.lotka_volterra import glv
+from nqf.theory.mflow import SecondMoment, mflow, unsvec
 from nqf.theory.solutions import predict
 
 

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import torch
 
+from nqf.errors import TrainingDiverged
 from nqf.experiments import featurewise
 from nqf.experiments.structure_files import min_loss
 from nqf.theory.forms import DiagonalForm
 from nqf.theory.lotka_volterra import LotkaVolterra
-from nqf.training.quadratic import QuadraticModel
 from nqf.theory.stability import max_stable_lr
 from nqf.training.loop import train
-from nqf.errors import TrainingDiverged
+from nqf.training.quadratic import QuadraticModel
 
 
 def diagonal_data(seed=0, m=6, p=3):

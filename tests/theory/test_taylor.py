@@ -13,8 +13,8 @@ import torch
 
 import nqf
 from nqf.architectures import TwoLayerMLP
-from nqf.theory.taylor import check_smooth
 from nqf.errors import NotSmoothError, ZGZWarning
+from nqf.theory.taylor import check_smooth
 
 F64 = torch.float64
 

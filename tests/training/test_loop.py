@@ -2,11 +2,10 @@
 import numpy as np
 import pytest
 import torch
+from helpers import time_limit
 
 import nqf
 from nqf.training.loop import log_step_grid, mse_per_replica
-
-from helpers import time_limit
 
 
 def random_dense_form(m=9, p=4, seed=0):
@@ -87,8 +86,8 @@ def test_lr_scale_is_a_learning_rate_per_replica(optimizer):
     the analytic-gradient NQF and for an autograd module; Adam is refused (its step is not linear
     in the gradient)."""
     import nqf
-    from nqf.training.approximation import ModuleReplicas
     from nqf.architectures import ARCHITECTURES
+    from nqf.training.approximation import ModuleReplicas
 
     module = ARCHITECTURES["mlp"].build(D=5, width=4, n_outputs=2)
     x = module.sample_inputs(20, torch.Generator().manual_seed(0))

@@ -2,7 +2,6 @@
 --configfile itself (keeping the last of two equal keys, running a YTE template); nqf reads it
 again strictly and refuses before any job is planned."""
 import pytest
-
 from helpers import ROOT, snakemake
 
 pytestmark = pytest.mark.workflow

@@ -5,7 +5,6 @@ from pathlib import Path
 import pytest
 import xarray as xr
 import yaml
-
 from helpers import read_test_config, snakemake, time_limit
 
 pytestmark = pytest.mark.workflow

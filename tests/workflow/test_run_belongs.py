@@ -4,7 +4,6 @@ aside and retrained in the same call, after which the fit goes through (issue 16
 import pytest
 import xarray as xr
 import yaml
-
 from helpers import ROOT, read_test_config, snakemake
 
 pytestmark = pytest.mark.workflow

@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import ROOT, time_limit
 
 SCRIPT = ROOT / "tests" / "workflow" / "slurm" / "run_slurm_test.sh"

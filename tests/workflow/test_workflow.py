@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
+from helpers import ROOT, read_test_config, snakemake, time_limit
 
 from nqf.experiments.claims import CHECKS
-
-from helpers import ROOT, read_test_config, snakemake, time_limit
 
 pytestmark = pytest.mark.workflow
 # Outputs every rerun of a fit also replans: the summary and the reproduction page.
@@ -330,8 +329,8 @@ def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):
     xr.open_mfdataset recipe gives the same."""
     import warnings
 
-    from nqf.pipeline.verify_stage import nonfinite_patterns
     from nqf.io.runs import CONCAT, by_record, open_runs
+    from nqf.pipeline.verify_stage import nonfinite_patterns
 
     res = finished[0] / "results"
     cfg = read_test_config()["experiments"]

@@ -42,14 +42,7 @@ import numpy as np
 import xarray as xr
 from scipy.integrate import solve_ivp
 
-from nqf.experiments.claims import (
-    Claim,
-    ErrorBudget,
-    claims_dataset,
-    reach_problems,
-    reached,
-    run_too_short,
-)
+from nqf.experiments.claims import Claim, ErrorBudget, claims_dataset, reach_problems, reached, run_too_short
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
 from nqf.experiments.ids import exact_number
 from nqf.experiments.structure_files import lv_from_structure

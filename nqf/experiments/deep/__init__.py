@@ -38,12 +38,7 @@ import xarray as xr
 
 from nqf.experiments.claims import NOT_REACHED, Claim, ErrorBudget, claims_dataset
 from nqf.experiments.contract import PaperFigure
-from nqf.experiments.sweeps import (
-    grid_cell,
-    grid_runs,
-    per_arch_dataset,
-    teacher_generator,
-)
+from nqf.experiments.sweeps import grid_cell, grid_runs, per_arch_dataset, teacher_generator
 from nqf.experiments.verify_runs import check_runs
 from nqf.theory.losses import flow_lr
 from nqf.training.loop import log_step_grid

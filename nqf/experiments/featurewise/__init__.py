@@ -43,13 +43,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.data.orthogonal import random_orthogonal
-from nqf.experiments.claims import (
-    LAG_MARGIN,
-    Claim,
-    ErrorBudget,
-    claims_dataset,
-    reach_problems,
-)
+from nqf.experiments.claims import LAG_MARGIN, Claim, ErrorBudget, claims_dataset, reach_problems
 from nqf.experiments.contract import PaperFigure
 from nqf.experiments.diagonal_gd import (
     GD_RUN_STAGE_KEYS,

@@ -49,12 +49,7 @@ from nqf.errors import ConfigError
 from nqf.experiments.contract import PaperFigure
 from nqf.experiments.fourier_powerlaw import fitting as fits
 from nqf.experiments.verify_runs import check_runs
-from nqf.theory.fourier_modes import (
-    designed_coefficients,
-    fourier_features,
-    lv_from_grid,
-    predicted_windows,
-)
+from nqf.theory.fourier_modes import designed_coefficients, fourier_features, lv_from_grid, predicted_windows
 from nqf.theory.losses import flow_lr
 from nqf.training.loop import log_step_grid, train
 

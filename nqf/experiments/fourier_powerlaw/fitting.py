@@ -29,13 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.claims import (
-    Claim,
-    ErrorBudget,
-    claims_dataset,
-    run_too_short,
-    steps_to_reach,
-)
+from nqf.experiments.claims import Claim, ErrorBudget, claims_dataset, run_too_short, steps_to_reach
 
 KIND = __name__.split(".")[-2]  # the kind folder this fit stage sits in (it does not import the kind module)
 

@@ -20,12 +20,7 @@ from nqf.experiments.claims import (
 )
 from nqf.theory.ignition import ignition_times, predicted_ignition_times
 from nqf.theory.losses import flow_lr
-from nqf.theory.mode_theory import (
-    coupled_faster,
-    effective_amplitudes,
-    slope_fit,
-    std_relative_error,
-)
+from nqf.theory.mode_theory import coupled_faster, effective_amplitudes, slope_fit, std_relative_error
 
 KIND = __name__.split(".")[-2]  # the kind folder this fit stage sits in (it does not import the kind module)
 SOURCE_THM8 = "Theorem 8 (ignition time)"

@@ -39,13 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from nqf.experiments.claims import (
-    LAG_MARGIN,
-    Claim,
-    ErrorBudget,
-    claims_dataset,
-    reach_problems,
-)
+from nqf.experiments.claims import LAG_MARGIN, Claim, ErrorBudget, claims_dataset, reach_problems
 from nqf.experiments.contract import PaperFigure
 from nqf.experiments.diagonal_gd import (
     GD_RUN_STAGE_KEYS,

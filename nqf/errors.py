@@ -19,6 +19,13 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message names the key path and what is allowed."""
 
 
+class StageKeyError(KeyError):
+    """An experiment kind's stage read a config key that is not among the keys it was handed (its STAGE_KEYS)."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0])
+
+
 class NQFWarning(UserWarning):
     """A result that nqf returns is usable but degraded (a precision floor, a run that did not
     settle); the message names the cause and the fix."""

@@ -39,8 +39,8 @@ The folder of a kind ``<kind>``:
 Science that does not depend on a kind's config layout (closed forms, trainers, reductions)
 belongs in the library (nqf.theory, nqf.training, ...); code two kinds share, in
 nqf.experiments.claims (summary rows and their error budgets), nqf.experiments.structure_files
-(the structure stage's files), nqf.experiments.sweeps (run grids), nqf.experiments.diagonal_gd (the kinds training on diagonal
-data from W(0) = sqrt(eps) I) or nqf.experiments.powerlaw and powerlaw_figure (the power-law
+(the structure stage's files), nqf.experiments.sweeps (run grids), nqf.experiments.diagonal_gd
+(the kinds training on diagonal data from W(0) = sqrt(eps) I) or nqf.experiments.powerlaw and powerlaw_figure (the power-law
 kinds). No kind imports another kind.
 
 Adding an experiment of a known kind is a config change only; adding a kind is its folder here

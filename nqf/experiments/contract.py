@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
+from nqf.errors import StageKeyError
+
 STAGES = ("data", "structure", "train", "theory", "fit", "figure")
 
 # stage function of the kind module -> (positional parameters it must accept, keyword-only
@@ -90,13 +92,6 @@ DEFAULTS = {"structure": None, "run_config": None, "check": lambda cfg: [], "REA
             "config_sizes": lambda cfg: {}, "PAPER_FIGURE": None}
 # the file beside a kind's module holding its section of the config schema ($defs/<kind>)
 SCHEMA_FILE = "schema.yaml"
-
-
-class StageKeyError(KeyError):
-    """A stage read a config key that is not among the keys it was handed (its STAGE_KEYS)."""
-
-    def __str__(self) -> str:  # KeyError would print the repr of the message
-        return str(self.args[0])
 
 
 def _in_key_order(value):

@@ -193,7 +193,7 @@ def measure_pair(run: xr.Dataset, theory_ds: xr.Dataset, arch: str, cfg: dict) -
     """:class:`PairMeasurement` of architecture ``arch``'s run against its least-squares NQF."""
     factor, thr, frac = float(cfg["tolerances"]["safety_factor"]), float(cfg["threshold"]), float(cfg["floor_fraction"])
     last = run.isel(step=-1)
-    finals = {k: last[k].values for k in FINALS}
+    finals = {k: last[k].values.astype(np.float64) for k in FINALS}  # means in float64, as the fit table holds them
     steps = run["step"].values
     mean = {k: run[k].values.mean(0) for k in FINALS}
     floor = float(theory_ds["loss_floor"].sel(arch=arch))

@@ -51,6 +51,14 @@ def origin_of(argv: list[str], basedir: str | Path) -> Origin:
     return Origin(command=shlex.join(["snakemake", *argv[1:]]), commit=git_commit(basedir))
 
 
+def jobs_run_here(workflow, argv: list[str]) -> bool:
+    """Whether this snakemake process runs its jobs on this machine: a local run, or a cluster job
+    on its node (``workflow.remote_exec``); False where it submits them to a cluster."""
+    from nqf.experiments.machine import cluster_executor
+
+    return bool(workflow.remote_exec) or cluster_executor(argv, workflow.basedir) is None
+
+
 def validated_config(workflow, argv: list[str]) -> dict:
     """The config of this snakemake call, read strictly and validated (a new dict); a
     ConfigError stops snakemake (WorkflowError) before any job starts.
@@ -62,7 +70,6 @@ def validated_config(workflow, argv: list[str]) -> dict:
 
     from nqf import experiments
     from nqf.errors import ConfigError
-    from nqf.experiments.machine import cluster_executor
     from nqf.pipeline.config import load_workflow_config, validate_config
 
     try:
@@ -73,17 +80,43 @@ def validated_config(workflow, argv: list[str]) -> dict:
         )
         validated = validate_config(raw)
         experiments.check_config(
-            validated, jobs_run_here=workflow.remote_exec or cluster_executor(argv, workflow.basedir) is None)
+            validated, jobs_run_here=jobs_run_here(workflow, argv))
     except ConfigError as exc:
         raise WorkflowError(f"Invalid configuration: {exc}") from None
     return validated
 
 
+def cuda_here() -> bool:
+    """Whether torch sees a CUDA device on this machine (torch is imported only when asked)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def train_gpus(device: str, jobs_run_here: bool, cuda_available=cuda_here) -> int | None:
+    """The ``gpu`` resource of a training job whose config says ``device``: 1 where it will train
+    on CUDA, None (no gpu resource at all) where it will train on the CPU.
+
+    ``cuda``/``cuda:<n>`` -> 1; ``cpu`` -> None; ``auto`` -> 1 when the jobs run on this machine
+    (``jobs_run_here``: locally, or a cluster job on its node) and torch sees CUDA here
+    (``cuda_available()``, asked only then), else None: a login node without a GPU cannot tell
+    what ``auto`` finds on a node, so on a cluster ``auto`` asks for a GPU only through the
+    profile (profiles/slurm-gpu sets ``train:gpu=1``; docs/cluster.md)."""
+    device = str(device)
+    if device.startswith("cuda"):
+        return 1
+    if device == "auto" and jobs_run_here and cuda_available():
+        return 1
+    return None
+
+
 class Workflow:
     """The validated config of one snakemake call and the functions its rules use."""
 
-    def __init__(self, config: Mapping[str, Any], identity: Mapping[str, Any], origin: Origin):
+    def __init__(self, config: Mapping[str, Any], identity: Mapping[str, Any], origin: Origin,
+                 jobs_run_here: bool = True):
         self.config = config
+        self.jobs_run_here = jobs_run_here
         self.experiments = config["experiments"]
         self.identity = identity
         # the part of the identity the verdicts depend on (the reproduction rule's params, so its
@@ -105,6 +138,16 @@ class Workflow:
         from nqf.pipeline import verify
 
         return [str(path) for path in verify.outputs(self.experiments)]
+
+    # -- resources
+
+    def train_gpu(self, wildcards) -> int | None:
+        """The train rule's ``gpu`` resource (:func:`train_gpus`): 1 where training runs on CUDA,
+        else None, so a CPU run's jobs carry no gpu resource. ``--resources gpu=1`` then runs one
+        training at a time on the GPU while the CPU stages fill the cores. Asked once per call."""
+        if not hasattr(self, "_train_gpu"):
+            self._train_gpu = train_gpus(self.config.get("device", "auto"), self.jobs_run_here)
+        return self._train_gpu
 
     # -- inputs and params of the rules
 
@@ -171,7 +214,7 @@ def setup(workflow, argv: list[str] | None = None) -> Workflow:
     # paper's): the reproduction page says so
     identity = config_identity(workflow.config_settings.configfiles, workflow.config_settings.config, config,
                                workflow.basedir)
-    return Workflow(config, identity, origin_of(argv, workflow.basedir))
+    return Workflow(config, identity, origin_of(argv, workflow.basedir), jobs_run_here(workflow, argv))
 
 
 def on_error(snakemake_log) -> None:

@@ -10,9 +10,12 @@ rule train:
         "results/benchmarks/train/{exp}/{run}.tsv"
     # Trainings first: they are the long jobs, and fits and figures fill the cores at the end.
     priority: 1
+    # gpu=1 only where the job trains on CUDA (device: cuda, or auto with CUDA here), none on the
+    # CPU: `--resources gpu=1` runs one training at a time on the GPU (docs/cluster.md).
     resources:
         runtime=60,
         mem_mb=4000,
+        gpu=NQF.train_gpu,
     params:
         cfg=NQF.run_params,
         context=NQF.context,

@@ -528,7 +528,7 @@ def procedure(fault: Fault, work: Path) -> dict:
         fault.extra["check"] = lambda: ("" if keep == "keep me\n" and not bench.is_symlink() else
                                         f"outside file now {keep[:40]!r}, link {'kept' if bench.is_symlink() else 'removed'}")
     elif kind == "tmp_dead":
-        from nqf.io.netcdf import HOST
+        from nqf.io.atomic import HOST
         stale = work / f"results/runs/featurewise/.gd.nc.{2 ** 22 + 7}@{HOST}.abcd1234.tmp"
         stale.write_bytes(b"x" * 1000)
         rc, text = run(work)

@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from nqf.errors import ResultFileError
-from nqf.io.atomic import HOST, TEMP_PATTERN, atomic_write, current_umask  # noqa: F401
+from nqf.io.atomic import atomic_write
 from nqf.io.cf_names import describe_variables
 from nqf.io.provenance import Origin, command_line, git_commit, package_versions, provenance  # noqa: F401
 from nqf.io.write_failures import out_of_space, write_error  # noqa: F401

@@ -26,7 +26,7 @@ import re
 import time
 from pathlib import Path
 
-from nqf.io.netcdf import HOST, TEMP_PATTERN
+from nqf.io.atomic import HOST, TEMP_PATTERN
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SIGNATURES = (HDF5_SIGNATURE, b"CDF\x01", b"CDF\x02", b"CDF\x05")

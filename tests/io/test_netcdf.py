@@ -79,7 +79,8 @@ def test_written_files_honour_the_umask(tmp_path, umask, mode):
     in the group can read a shared results folder."""
     import matplotlib.pyplot as plt
 
-    from nqf.io.netcdf import current_umask, write_text
+    from nqf.io.atomic import current_umask
+    from nqf.io.netcdf import write_text
     from nqf.plotting import save
 
     old = os.umask(umask)

@@ -10,7 +10,8 @@ import xarray as xr
 from helpers import experiment_config, time_limit
 
 from nqf.errors import ResultFileError
-from nqf.io.netcdf import HOST, write_dataset
+from nqf.io.atomic import HOST
+from nqf.io.netcdf import write_dataset
 from nqf.pipeline import results_tree
 from nqf.pipeline.jobs import set_aside
 from nqf.pipeline.verify_stage import (

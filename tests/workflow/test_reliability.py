@@ -103,7 +103,8 @@ def test_wrong_files_and_leftovers_are_swept_and_regenerated(tmp_path):
 
     import numpy as np
 
-    from nqf.io.netcdf import HOST, config_of, write_dataset
+    from nqf.io.atomic import HOST
+    from nqf.io.netcdf import config_of, write_dataset
 
     cfg = small_config(tmp_path, ids=("featurewise",))
     work = tmp_path / "run"

@@ -33,4 +33,5 @@ rule all:
 # A failed run ends with one sentence per failed job: nqf's own message, a bug, or a job killed
 # without a word (out of memory, a time limit), and that rerunning the same command resumes.
 onerror:
+    nqf_job_server.stop()
     nqf_snakefile.on_error(log)

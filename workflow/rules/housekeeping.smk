@@ -4,11 +4,22 @@
 # snakemake process, and only when this call will run jobs and holds nqf's lock on results/ (a dry
 # run changes nothing and only says what a run would do). After a successful run, the results
 # record (nqf.pipeline.results_record) is brought up to date.
+#
+# When this process runs the jobs itself, they run in forks of one warm process that has imported
+# torch, xarray and matplotlib once (nqf.pipeline.job_server; NQF_JOB_SERVER=off turns it off): it
+# starts with the run and stops with it.
 from nqf.pipeline import housekeeping as nqf_housekeeping
+from nqf.pipeline import job_server as nqf_job_server
 from nqf.pipeline import results_record as nqf_results_record
 
 nqf_housekeeping.before_run(workflow, EXPERIMENTS, sys.argv)
 
 
+onstart:
+    nqf_job_server.start(NQF.jobs_run_here and not workflow.remote_exec,
+                         workflow.deployment_settings.deployment_method)
+
+
 onsuccess:
+    nqf_job_server.stop()
     nqf_results_record.update("results")

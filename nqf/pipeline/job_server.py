@@ -1,0 +1,351 @@
+"""Run the workflow's jobs in forks of one warm process: job start-up without the imports.
+
+A workflow job of nqf is a short Python process whose imports (torch, xarray, netCDF4, SciPy,
+matplotlib: 1-3 s of CPU) often cost more than its work. When Snakemake runs the jobs on this
+machine, the main snakemake process starts one *job server* (:func:`start`, from the Snakefile's
+``onstart``): a process that imports all of that once and then, for each job, forks a child that
+runs the job's stage. The job's own process (the rule's ``script:``) only hands its ``snakemake``
+object, working directory, environment and standard streams to the server over a Unix socket and
+waits for the child's exit status (:func:`run_stage`), which becomes its own. What a job computes
+and writes is the same either way: the child runs the same function on the same arguments.
+
+* **When:** only where this snakemake process runs its jobs itself (a local run, not a cluster
+  submission; not a cluster job on its node, which runs without hooks), not with a software
+  deployment method (``--sdm conda``/``apptainer``: the jobs must run in their own environment),
+  and not when the environment sets ``NQF_JOB_SERVER=off``. Anywhere else, and whenever the server
+  cannot be reached, a job runs in its own process as before.
+* **Signals:** a job killed by Snakemake (Ctrl-C, a failed run being stopped) kills its child; the
+  server stops with the run (``onsuccess``/``onerror``) or when the snakemake process is gone.
+* **Benchmarks:** Snakemake's benchmark files measure the job's own process tree, which no longer
+  holds the work: with the server their ``s`` (wall time) is right, but ``cpu_time`` and memory
+  are the client's. Set ``NQF_JOB_SERVER=off`` to measure jobs one process each.
+* **Safety:** the socket lives in a new folder only its user can enter (mode 0700), and the
+  server takes requests from that user only.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+ENV_SWITCH = "NQF_JOB_SERVER"  # "off" (or 0/no/false) keeps every job in its own process
+ENV_SOCKET = "NQF_JOB_SERVER_SOCKET"  # set by start() for the jobs of this run
+OFF = {"off", "0", "no", "false"}
+
+# what the stages import, loaded once by the server (a module missing here is loaded by the job)
+PRELOAD = (
+    "numpy", "scipy.integrate", "scipy.optimize", "scipy.stats", "xarray", "netCDF4", "torch",
+    "matplotlib.pyplot", "snakemake.script", "nqf.pipeline.stages", "nqf.experiments", "nqf.training",
+    "nqf.plotting", "nqf.io.netcdf", "nqf.pipeline.verify_stage", "nqf.pipeline.reproduction",
+)
+
+_HEADER = struct.Struct("!Q")
+_server: dict = {}
+
+
+def enabled(environ=os.environ) -> bool:
+    """Whether the environment allows the job server (``NQF_JOB_SERVER`` is not off)."""
+    return environ.get(ENV_SWITCH, "").strip().lower() not in OFF
+
+
+def usable(jobs_run_here: bool, deployment_methods=()) -> bool:
+    """Whether a run may use the job server: its jobs run here, in this environment, on POSIX."""
+    return (jobs_run_here and not deployment_methods and enabled() and os.name == "posix"
+            and hasattr(socket, "send_fds") and hasattr(os, "fork"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the main snakemake process
+
+def start(jobs_run_here: bool, deployment_methods=()) -> str | None:
+    """Start the job server for this run's jobs and return its socket path (None where it is not
+    used: :func:`usable`). The jobs find it through ``NQF_JOB_SERVER_SOCKET``; :func:`stop` (and,
+    failing that, the exit of this process) stops it."""
+    if _server or not usable(jobs_run_here, tuple(deployment_methods or ())):
+        return _server.get("path")
+    folder = tempfile.mkdtemp(prefix="nqf-jobs-")  # mode 0700
+    path = os.path.join(folder, "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(256)  # bound before the server exists: no job can find it missing
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nqf.pipeline.job_server", str(listener.fileno()), str(os.getpid())],
+        pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL,
+    )
+    listener.close()
+    _server.update(path=path, folder=folder, process=process)
+    os.environ[ENV_SOCKET] = path
+    atexit.register(stop)
+    return path
+
+
+def stop() -> None:
+    """Stop the job server of this process, if any, and remove its socket."""
+    if not _server:
+        return
+    process, folder = _server["process"], _server["folder"]
+    os.environ.pop(ENV_SOCKET, None)
+    _server.clear()
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# a job's own process
+
+def run_stage(name: str, smk) -> None:
+    """Rule ``name``'s body for the ``snakemake`` object ``smk``: in a fork of the run's job server
+    where there is one (this process then exits with the child's status), else here."""
+    path = os.environ.get(ENV_SOCKET)
+    if path and enabled():
+        status = _run_on_server(path, (name, smk, os.getcwd(), dict(os.environ), sys.argv))
+        if status is not None:
+            if status:
+                raise SystemExit(status)
+            return
+    from nqf.pipeline.stages import run_stage as run_here
+
+    run_here(name, smk)
+
+
+def _run_on_server(path: str, request) -> int | None:
+    """Hand ``request`` and this process's standard streams to the server; the child's exit status,
+    or None where the server cannot be reached (the job then runs here)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        socket.send_fds(conn, [_HEADER.pack(len(payload))], [0, 1, 2])
+        conn.sendall(payload)
+        reply = _read_exactly(conn, 9)
+    except OSError:
+        conn.close()
+        return None
+    if reply is None or reply[:1] != b"P":
+        conn.close()
+        return None  # the server ended before it forked: the job runs here
+    child = struct.unpack("!q", reply[1:])[0]
+
+    def forward(signum, _frame):  # Snakemake stopping this job stops the child that runs it
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    try:
+        reply = _read_exactly(conn, 9)
+    finally:
+        conn.close()
+    if reply is None or reply[:1] != b"X":
+        print(f"nqf: the job server ended while it ran this job (process {child}); rerun the same command "
+              f"to resume, or set {ENV_SWITCH}=off to run each job in its own process.", file=sys.stderr)
+        return 1
+    code = struct.unpack("!q", reply[1:])[0]
+    if code < 0:
+        print(f"nqf: the job's process was killed by signal {-code} ({signal.Signals(-code).name}).",
+              file=sys.stderr)
+        return 128 - code
+    return code
+
+
+def _read_exactly(conn: socket.socket, n: int) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        try:
+            chunk = conn.recv(n - len(data))
+        except InterruptedError:
+            continue
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# the server
+
+def serve(listener: socket.socket, parent: int, preload=PRELOAD) -> None:
+    """Accept jobs on ``listener`` until the process ``parent`` is gone or SIGTERM; one forked
+    child per job, its exit status sent back to the job's process."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the jobs; the run stops us
+    _preload(preload)
+    running: dict[int, tuple[socket.socket, int | None]] = {}  # pid -> (connection, pidfd)
+    pidfds = hasattr(os, "pidfd_open")
+    while os.getppid() == parent:
+        watched = [listener] + [c for c, _ in running.values()] + [fd for _, fd in running.values() if fd is not None]
+        timeout = 1.0 if (pidfds or not running) else 0.02
+        readable, _, _ = select.select(watched, [], [], timeout)
+        if listener in readable:
+            conn, _ = listener.accept()
+            inherited = [listener, conn] + [c for c, _ in running.values()]
+            child = _start_job(conn, inherited, [fd for _, fd in running.values() if fd is not None])
+            if child is not None:
+                running[child] = (conn, os.pidfd_open(child) if pidfds else None)
+        for child, (conn, fd) in list(running.items()):
+            pid, status = os.waitpid(child, os.WNOHANG)
+            if pid:
+                _send(conn, b"X", os.waitstatus_to_exitcode(status))
+                conn.close()
+                if fd is not None:
+                    os.close(fd)
+                del running[child]
+            elif conn in readable:  # the job's process is gone (killed): so goes its child
+                try:
+                    os.kill(child, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+
+# what Snakemake sets for a job with `threads` (snakemake.shell): the server's own thread pools
+# start at one thread, and each child sets them to its job's values (_set_threads)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def _preload(modules) -> None:
+    import importlib
+
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    for variable in THREAD_VARIABLES:
+        os.environ[variable] = "1"
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 (a module that does not load here loads in the job, or fails there)
+            pass
+
+
+def _peer_is_us(conn: socket.socket) -> bool:
+    """Whether the process at the other end of ``conn`` runs as this user (Linux's SO_PEERCRED;
+    elsewhere the socket's private folder is the guard)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1] == os.getuid()
+
+
+def _start_job(conn: socket.socket, inherited: list[socket.socket], pidfds: list[int]) -> int | None:
+    """Read one request from ``conn`` and fork its child, which closes the server's sockets
+    (``inherited``) and process handles (``pidfds``); the child's pid (None: a refused or
+    malformed request, whose job then runs in its own process)."""
+    if not _peer_is_us(conn):
+        conn.close()
+        return None
+    fds: list[int] = []
+    try:
+        header, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
+        if len(header) < _HEADER.size:
+            header += _read_exactly(conn, _HEADER.size - len(header)) or b""
+        payload = _read_exactly(conn, _HEADER.unpack(header)[0])
+        request = pickle.loads(payload)
+    except Exception:  # noqa: BLE001 (a malformed request: close it, the job runs in its own process)
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            for sock in inherited:
+                sock.close()
+            for fd in pidfds:
+                os.close(fd)
+            code = _child(request, fds)
+        finally:
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    _send(conn, b"P", child)
+    return child
+
+
+def _child(request, fds) -> int:
+    """In the forked child: take over the job's streams, directory and environment, run the
+    stage; its exit status."""
+    name, smk, cwd, environ, argv = request
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    # the interpreter's own streams on descriptors 0-2 (a host that replaced sys.stdout, as pytest
+    # does, would otherwise keep the job's output)
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.argv = list(argv)
+    tempfile.tempdir = None  # TMPDIR is the job's
+    _set_threads(environ)
+    try:
+        from nqf.pipeline.stages import run_stage as run_here
+
+        run_here(name, smk)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int) and exc.code is not None:
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 (as an uncaught exception ends a Python process)
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    return code
+
+
+def _set_threads(environ) -> None:
+    """The BLAS and OpenMP thread counts a process started with ``environ`` would have had (the
+    rule's threads where Snakemake set them, else one per CPU), in this forked child."""
+    from threadpoolctl import threadpool_limits
+
+    def count(*variables) -> int:
+        for variable in variables:
+            try:
+                return max(1, int(environ[variable]))
+            except (KeyError, ValueError):
+                continue
+        return os.cpu_count() or 1
+
+    threadpool_limits(limits={"blas": count("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"),
+                              "openmp": count("OMP_NUM_THREADS")})
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(count("OMP_NUM_THREADS"))
+
+
+def _send(conn: socket.socket, kind: bytes, value: int) -> None:
+    try:
+        conn.sendall(kind + struct.pack("!q", value))
+    except OSError:
+        pass  # the job's process is gone
+
+
+if __name__ == "__main__":
+    serve(socket.socket(fileno=int(sys.argv[1])), int(sys.argv[2]))

@@ -1,0 +1,202 @@
+"""The job server (nqf.pipeline.job_server): jobs run in forks of one warm process, with their own
+directory, environment, streams, threads and exit status, and fall back to their own process.
+
+The server runs in a fork of the test process, so the stage function it calls
+(nqf.pipeline.stages.run_stage) is the test's stand-in below; the real stages go through it in
+every workflow test (their runs use the server), and test_results_are_the_same_without_the_server
+there compares the files."""
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+import pytest
+
+from nqf.pipeline import job_server, stages
+
+
+def fake_stage(name, smk):
+    """The stand-in stage: ``name`` says what to do, ``smk`` is a dict."""
+    out = smk.get("out")
+    if out:
+        from threadpoolctl import threadpool_info
+
+        info = {"pid": os.getpid(), "cwd": os.getcwd(), "env": os.environ.get("NQF_TEST_VALUE"),
+                "blas": sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})}
+        with open(out, "w") as f:
+            json.dump(info, f)
+    if name == "print":
+        print("to stdout from the job")
+        print("to stderr from the job", file=sys.stderr)
+    elif name == "exit":
+        raise SystemExit(smk["code"])
+    elif name == "raise":
+        raise ValueError("a bug in the stage")
+    elif name == "sleep":
+        time.sleep(60)
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    """A job server in a fork of this process (its stage function the stand-in); yields the socket
+    path, which the jobs of this test find through the environment."""
+    monkeypatch.setattr(stages, "run_stage", fake_stage)
+    path = str(tmp_path / "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            job_server.serve(listener, parent, preload=("threadpoolctl",))
+        finally:
+            os._exit(0)
+    listener.close()
+    monkeypatch.setenv(job_server.ENV_SOCKET, path)
+    monkeypatch.delenv(job_server.ENV_SWITCH, raising=False)
+    yield path
+    os.kill(pid, signal.SIGTERM)
+    os.waitpid(pid, 0)
+
+
+def test_a_job_runs_in_a_fork_with_its_own_directory_environment_and_threads(server, tmp_path, monkeypatch):
+    out = tmp_path / "info.json"
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("NQF_TEST_VALUE", "the job's")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # as Snakemake sets for a one-thread rule
+    job_server.run_stage("ok", {"out": str(out)})
+    info = json.loads(out.read_text())
+    assert info["pid"] != os.getpid()  # ran in the server's child, not here
+    assert info["cwd"] == str(work) and info["env"] == "the job's"
+    assert info["blas"] == [1]
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    job_server.run_stage("ok", {"out": str(out)})
+    assert json.loads(out.read_text())["blas"] == [2]
+
+
+def test_a_job_writes_to_its_own_streams(server, capfd):
+    job_server.run_stage("print", {})
+    captured = capfd.readouterr()
+    assert "to stdout from the job" in captured.out and "to stderr from the job" in captured.err
+
+
+@pytest.mark.parametrize("code", [1, 3])
+def test_the_exit_status_of_the_child_is_the_jobs(server, code):
+    with pytest.raises(SystemExit) as exc:
+        job_server.run_stage("exit", {"code": code})
+    assert exc.value.code == code
+
+
+def test_an_uncaught_exception_ends_the_job_with_its_traceback(server, capfd):
+    with pytest.raises(SystemExit) as exc:
+        job_server.run_stage("raise", {})
+    assert exc.value.code == 1
+    assert "ValueError: a bug in the stage" in capfd.readouterr().err
+
+
+def test_a_killed_child_fails_the_job_with_the_signal_named(server, tmp_path, capfd):
+    out = tmp_path / "info.json"
+    pid = os.fork()
+    if pid == 0:  # the job's process, waiting on its child
+        code = 0
+        try:
+            job_server.run_stage("sleep", {"out": str(out)})
+        except SystemExit as exc:
+            code = exc.code
+        finally:
+            os._exit(code)
+    child = _wait_for(out)["pid"]
+    os.kill(child, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGKILL
+    assert "killed by signal 9 (SIGKILL)" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_stopping_a_job_stops_its_child(server, tmp_path, how):
+    """Snakemake stopping a job (SIGTERM: forwarded) or the job's process dying outright (SIGKILL:
+    the server sees its connection close) ends the child that runs it."""
+    out = tmp_path / "info.json"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            job_server.run_stage("sleep", {"out": str(out)})
+        finally:
+            os._exit(0)
+    child = _wait_for(out)["pid"]
+    os.kill(pid, how)
+    os.waitpid(pid, 0)
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(child):
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def test_without_a_server_the_job_runs_here(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(stages, "run_stage", lambda name, smk: calls.append((name, os.getpid())))
+    monkeypatch.setenv(job_server.ENV_SOCKET, str(tmp_path / "no-such-socket"))
+    job_server.run_stage("ok", {})
+    monkeypatch.delenv(job_server.ENV_SOCKET)
+    job_server.run_stage("ok", {})
+    assert calls == [("ok", os.getpid())] * 2
+
+
+def test_off_in_the_environment_runs_the_job_here(server, monkeypatch):
+    calls = []
+    monkeypatch.setattr(stages, "run_stage", lambda name, smk: calls.append(os.getpid()))
+    monkeypatch.setenv(job_server.ENV_SWITCH, "off")
+    job_server.run_stage("ok", {})
+    assert calls == [os.getpid()]
+
+
+def test_the_server_is_used_only_where_jobs_run_here_in_this_environment(monkeypatch):
+    monkeypatch.delenv(job_server.ENV_SWITCH, raising=False)
+    assert job_server.usable(True)
+    assert not job_server.usable(False)  # jobs submitted to a cluster
+    assert not job_server.usable(True, ("conda",))  # jobs run in their own environment
+    monkeypatch.setenv(job_server.ENV_SWITCH, "Off")
+    assert not job_server.usable(True)
+
+
+def test_start_and_stop(monkeypatch):
+    monkeypatch.delenv(job_server.ENV_SWITCH, raising=False)
+    monkeypatch.delenv(job_server.ENV_SOCKET, raising=False)
+    assert job_server.start(False) is None and job_server.ENV_SOCKET not in os.environ
+    path = job_server.start(True)
+    try:
+        assert os.environ[job_server.ENV_SOCKET] == path
+        assert oct(os.stat(os.path.dirname(path)).st_mode & 0o777) == "0o700"
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.connect(path)  # listening from the start, before the server has loaded anything
+        probe.close()
+    finally:
+        job_server.stop()
+    assert job_server.ENV_SOCKET not in os.environ and not os.path.exists(os.path.dirname(path))
+
+
+def _wait_for(path, seconds=20):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    raise AssertionError(f"{path} was never written")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (a child of the server not yet reaped) is dead too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

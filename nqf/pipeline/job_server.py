@@ -3,7 +3,7 @@
 A workflow job of nqf is a short Python process whose imports (torch, xarray, netCDF4, SciPy,
 matplotlib: 1-3 s of CPU) often cost more than its work. When Snakemake runs the jobs on this
 machine, the main snakemake process starts one *job server* (:func:`start`, from the Snakefile's
-``onstart``): a process that imports all of that once and then, for each job, forks a child that
+``onstart``, for a run of at least :data:`MIN_JOBS` jobs): a process that imports all of that once and then, for each job, forks a child that
 runs the job's stage. The job's own process (the rule's ``script:``) only hands its ``snakemake``
 object, working directory, environment and standard streams to the server over a Unix socket and
 waits for the child's exit status (:func:`run_stage`), which becomes its own. What a job computes
@@ -25,6 +25,7 @@ and writes is the same either way: the child runs the same function on the same 
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import pickle
 import select
@@ -48,6 +49,10 @@ PRELOAD = (
     "nqf.plotting", "nqf.io.netcdf", "nqf.pipeline.verify_stage", "nqf.pipeline.reproduction",
 )
 
+# a run of fewer jobs starts no server: its imports (~3.5 s of CPU) would cost more than the
+# 1-2.5 s that each job saves
+MIN_JOBS = 4
+
 _HEADER = struct.Struct("!Q")
 _server: dict = {}
 
@@ -66,12 +71,14 @@ def usable(jobs_run_here: bool, deployment_methods=()) -> bool:
 # ---------------------------------------------------------------------------------------------
 # the main snakemake process
 
-def start(jobs_run_here: bool, deployment_methods=()) -> str | None:
-    """Start the job server for this run's jobs and return its socket path (None where it is not
-    used: :func:`usable`). The jobs find it through ``NQF_JOB_SERVER_SOCKET``; :func:`stop` (and,
-    failing that, the exit of this process) stops it."""
-    if _server or not usable(jobs_run_here, tuple(deployment_methods or ())):
+def start(jobs_run_here: bool, deployment_methods=(), jobs: int | None = None) -> str | None:
+    """Start the job server for this run's ``jobs`` jobs and return its socket path (None where it
+    is not used: :func:`usable`, or fewer than :data:`MIN_JOBS` jobs). The jobs find it through
+    ``NQF_JOB_SERVER_SOCKET``; :func:`stop` (and, failing that, the exit of this process) stops it."""
+    if _server or (jobs is not None and jobs < MIN_JOBS):
         return _server.get("path")
+    if not usable(jobs_run_here, tuple(deployment_methods or ())):
+        return None
     folder = tempfile.mkdtemp(prefix="nqf-jobs-")  # mode 0700
     path = os.path.join(folder, "socket")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -85,6 +92,8 @@ def start(jobs_run_here: bool, deployment_methods=()) -> str | None:
     _server.update(path=path, folder=folder, process=process)
     os.environ[ENV_SOCKET] = path
     atexit.register(stop)
+    print(f"nqf: this run's jobs start as forks of one process that imports torch, xarray and matplotlib once "
+          f"(the job server; {ENV_SWITCH}=off runs each job in its own process)", file=sys.stderr)
     return path
 
 
@@ -160,10 +169,14 @@ def _run_on_server(path: str, request) -> int | None:
               f"to resume, or set {ENV_SWITCH}=off to run each job in its own process.", file=sys.stderr)
         return 1
     code = struct.unpack("!q", reply[1:])[0]
-    if code < 0:
-        print(f"nqf: the job's process was killed by signal {-code} ({signal.Signals(-code).name}).",
-              file=sys.stderr)
-        return 128 - code
+    if code < 0:  # the child was killed by a signal (the OOM killer, kill): so is this process, as
+        # Snakemake (and nqf.pipeline.job_failures) expect of a job killed that way
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # (those two have no handler to reset)
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code  # a signal whose default is not to end the process
     return code
 
 
@@ -189,6 +202,10 @@ def serve(listener: socket.socket, parent: int, preload=PRELOAD) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the jobs; the run stops us
     _preload(preload)
+    # what the imports made is kept out of the children's garbage collections: they neither walk it
+    # nor, by touching it, copy its memory pages
+    gc.collect()
+    gc.freeze()
     running: dict[int, tuple[socket.socket, int | None]] = {}  # pid -> (connection, pidfd)
     pidfds = hasattr(os, "pidfd_open")
     while os.getppid() == parent:

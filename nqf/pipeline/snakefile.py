@@ -236,6 +236,16 @@ def setup(workflow, argv: list[str] | None = None) -> Workflow:
     return Workflow(config, identity, origin_of(argv, workflow.basedir), jobs_run_here(workflow, argv))
 
 
+def start_job_server(workflow, jobs_run_here: bool) -> str | None:
+    """Start the job server (:mod:`nqf.pipeline.job_server`) for the jobs this snakemake process is
+    about to run itself; its socket path, or None where the run uses none."""
+    from nqf.pipeline import job_server
+
+    return job_server.start(jobs_run_here and not workflow.remote_exec,
+                            workflow.deployment_settings.deployment_method,
+                            jobs=sum(1 for _ in workflow.dag.needrun_jobs()))
+
+
 def on_error(snakemake_log) -> None:
     """A failed run ends with one sentence per failed job (nqf.pipeline.job_failures), on stderr."""
     from nqf.pipeline.job_failures import summary

@@ -16,8 +16,7 @@ nqf_housekeeping.before_run(workflow, EXPERIMENTS, sys.argv)
 
 
 onstart:
-    nqf_job_server.start(NQF.jobs_run_here and not workflow.remote_exec,
-                         workflow.deployment_settings.deployment_method)
+    nqf_snakefile.start_job_server(workflow, NQF.jobs_run_here)
 
 
 onsuccess:

@@ -1,5 +1,6 @@
 """What a workflow job pays before it computes anything: a fresh interpreter importing what the
-stage's script imports, for every kind (the default run starts ~150 such jobs).
+stage's script imports, for every kind (the default run starts ~160 such jobs), and what a job's
+own process pays where the run has a job server (nqf.pipeline.job_server).
 
 Each job is timed as `python -c "<the stage's imports>"` in a fresh process, best of 3 (the disk
 cache warm), and the top-level packages it loaded are listed (torch, matplotlib). Run it on two
@@ -27,6 +28,10 @@ STAGES = {
     "figure": COMMON + "import nqf.plotting\nfrom nqf.experiments import figure_of\nfigure_of({{'kind': '{kind}'}})\n",
     "train": COMMON + "import nqf.training.loop, nqf.training.quadratic\nm = kind_of({{'kind': '{kind}'}}); m.train_run\n",
 }
+# a job's own process when the run has a job server (nqf.pipeline.job_server): Snakemake's script
+# preamble (snakemake.script, the pickled ``snakemake`` object, whose params load
+# nqf.pipeline.snakefile) and the client; the stage's imports are the server's, made once per run
+CLIENT = "import pickle, snakemake.script, nqf.pipeline.snakefile, nqf.pipeline.job_server\n"
 REPORT = "import sys; print(' '.join(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'matplotlib'})))"
 
 
@@ -67,6 +72,9 @@ def main() -> None:
             lines.append(f"{stage:7s} {kind:22s} {t:5.2f} s  loads: {loaded or '-'}")
         totals[stage] = sum(times) / len(times)
     lines.append("mean per job: " + ", ".join(f"{s} {v:.2f} s" for s, v in totals.items()))
+    client, loaded = time_job(CLIENT, repo)
+    lines.append(f"with the job server, every job: {client:.2f} s  loads: {loaded or '-'} "
+                 "(the stage's imports are made once per run, by the server)")
     text = "\n".join(lines)
     print(text)
     if args.repo.resolve() == Path(__file__).resolve().parents[1]:

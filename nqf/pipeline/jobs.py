@@ -22,8 +22,10 @@ USER_ERRORS = (ConfigError, ResultFileError, ResultWriteError, TrainingDiverged)
 
 
 @contextlib.contextmanager
-def job(log_path: str | None, name: str):
-    """Run a workflow job body with logging; exit 1 with one sentence on a user error.
+def job(log_path: str | None, name: str, label: str | None = None):
+    """Run a workflow job body with logging; exit 1 with one sentence on a user error. ``label``
+    (the experiment, and the run of a training: ``featurewise/gd``) starts every message after its
+    time, so that the progress lines of jobs running side by side say whose they are.
 
     A write past a file size limit (``ulimit -f``) would kill the job with SIGXFSZ before any
     message; with that signal ignored the write fails with EFBIG instead, which the writers
@@ -31,7 +33,7 @@ def job(log_path: str | None, name: str):
     if hasattr(signal, "SIGXFSZ"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
-        log_to_file(log_path)
+        log_to_file(log_path, label=label)
     except OSError as exc:  # the log cannot be opened: a full disk, a folder not writable
         error = write_error(log_path, exc)
         if error is None:
@@ -126,12 +128,14 @@ class _JobLog(logging.FileHandler):
             print(f"nqf: {error} The job's further messages are on stderr only.", file=sys.stderr)
 
 
-def log_to_file(path: str | None) -> None:
-    """Send nqf's progress messages to a workflow job's log file (and stderr). Raises OSError
-    where the log cannot be opened (nqf.pipeline.jobs says why in one sentence)."""
+def log_to_file(path: str | None, label: str | None = None) -> None:
+    """Send nqf's progress messages to a workflow job's log file (and stderr), each after its time
+    and ``label`` (where given). Raises OSError where the log cannot be opened (nqf.pipeline.jobs
+    says why in one sentence)."""
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if path:
         handlers.append(_JobLog(path, mode="w"))
+    who = f"{label.replace('%', '%%')} " if label else ""
     logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True,
-                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+                        format=f"%(asctime)s {who}%(name)s %(levelname)s: %(message)s")
     logging.getLogger("nqf").setLevel(logging.INFO)

@@ -31,7 +31,7 @@ def data(exp: str, cfg: Mapping, output: PathLike, *, log: PathLike | None = Non
     from nqf.experiments import kind_of
     from nqf.io.netcdf import write_dataset
 
-    with job(_path(log), "data"):
+    with job(_path(log), "data", exp):
         ds = kind_of(cfg).make_data(cfg)
         ds.attrs["experiment"] = exp  # checked on read: nqf.pipeline.verify_stage
         write_dataset(ds, output, config=cfg, title=f"nqf data of experiment {exp}", origin=origin)
@@ -44,7 +44,7 @@ def structure(exp: str, cfg: Mapping, exp_cfg: Mapping, data_file: PathLike, out
     from nqf.io.netcdf import write_dataset
     from nqf.pipeline.verify_stage import open_stage, with_data_config
 
-    with job(_path(log), "structure"):
+    with job(_path(log), "structure", exp):
         # the generic reduction needs the targets; a kind's own structure checks what it reads
         require = () if has_own_structure(cfg) else ("y",)
         data_ds = open_stage(data_file, "data", exp_cfg, require=require, experiment=exp)
@@ -62,7 +62,7 @@ def theory(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, o
     from nqf.io.netcdf import write_dataset
     from nqf.pipeline.verify_stage import open_stage, with_data_config
 
-    with job(_path(log), "theory"):
+    with job(_path(log), "theory", exp):
         structure_ds = open_stage(structure_file, "structure", exp_cfg, require=("r", "C"), experiment=exp)
         ds = kind_of(cfg).theory(structure_ds, cfg)
         ds.attrs["experiment"] = exp
@@ -93,7 +93,7 @@ def train(exp: str, run: str, cfg: Mapping, exp_cfg: Mapping, data_file: PathLik
     base, block = split_run_id(exp_cfg, run)
     title = f"nqf training run {run} of experiment {exp}"
     torch.set_num_threads(max(1, threads))
-    with job(_path(log), "train") as logger:
+    with job(_path(log), "train", f"{exp}/{run}") as logger:
         data_ds = open_stage(data_file, "data", exp_cfg, experiment=exp)
         try:
             ds = kind_of(cfg).train_run(data_ds, cfg, base, device=device)
@@ -127,7 +127,7 @@ def fit(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, theo
     from nqf.io.netcdf import write_dataset
     from nqf.pipeline.verify_stage import check_derived, open_stage, run_dims_of_structure, with_data_config
 
-    with job(_path(log), "fit") as logger:
+    with job(_path(log), "fit", exp) as logger:
         structure_ds = open_stage(structure_file, "structure", exp_cfg, experiment=exp)
         theory_ds = open_stage(theory_file, "theory", exp_cfg, experiment=exp)
         check_derived(structure_ds, theory_ds, theory_file, "theory")
@@ -159,7 +159,7 @@ def figure(exp: str, cfg: Mapping, exp_cfg: Mapping, style: Mapping, theory_file
     from nqf.pipeline.verify_stage import open_stage
 
     paths = [pdf, png]
-    with job(_path(log), "figure"):
+    with job(_path(log), "figure", exp):
         theory_ds = open_stage(theory_file, "theory", exp_cfg, experiment=exp)
         fit_ds = open_stage(fit_file, "fit", exp_cfg, experiment=exp)
         runs = merge_seed_blocks({Path(p).stem: open_stage(p, "train", exp_cfg, experiment=exp) for p in run_files})

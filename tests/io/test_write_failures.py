@@ -133,7 +133,7 @@ def test_a_log_the_disk_cannot_take_is_said_once_in_nqfs_words(tmp_path, capsys,
     from nqf.pipeline import jobs
 
     log = tmp_path / "logs" / "job.log"
-    monkeypatch.setattr(jobs, "log_to_file", lambda path: _full(path))
+    monkeypatch.setattr(jobs, "log_to_file", lambda path, **_: _full(path))
     with pytest.raises(SystemExit):
         with jobs.job(str(log), "fit"):
             pass

@@ -1,0 +1,36 @@
+"""nqf.pipeline.jobs: a job's messages name the job they come from."""
+import logging
+import re
+
+import pytest
+
+from nqf.pipeline.jobs import job
+
+
+@pytest.fixture
+def root_logging():
+    """jobs.job sets up the root logger (force=True); put the test session's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for h in root.handlers:
+        if h not in handlers:
+            h.close()
+    root.handlers[:], root.level = handlers, level
+
+
+def test_progress_lines_name_the_run_in_the_log_and_on_the_terminal(tmp_path, capsys, root_logging):
+    log = tmp_path / "gd.log"
+    with job(str(log), "train", "featurewise/gd"):
+        logging.getLogger("nqf.train").info("step 2100/125032 (2%)")
+    line = "featurewise/gd nqf.train INFO: step 2100/125032 (2%)"
+    assert line in log.read_text()
+    assert line in capsys.readouterr().err
+
+
+def test_without_a_label_the_lines_are_as_before(tmp_path, root_logging):
+    log = tmp_path / "summary.log"
+    with job(str(log), "summary"):
+        logging.getLogger("nqf.job.summary").info("done")
+    # date, time, logger: nothing between
+    assert re.search(r"^\S+ \S+ nqf\.job\.summary INFO: done$", log.read_text(), re.M)

@@ -100,8 +100,8 @@ def discrete_flow(data: SecondMoment | StructureForm, M0=None, *, lr: float, ste
         coords={"step": ("step", grid),
                 "time": ("step", eta * grid.astype(float),
                          {"units": "1", "long_name": "gradient-flow time eta * step"})})
-    ds.attrs.update(method="exact recursion", optimizer=optimizer, lr=eta, momentum=beta,
-                    weight_decay=gamma, steps=steps)
+    ds.attrs.update(method="exact recursion", optimizer=optimizer, lr=eta, weight_decay=gamma, steps=steps,
+                    **({"momentum": beta} if optimizer == "momentum" else {}))
     return ds
 
 

@@ -38,7 +38,7 @@ from nqf.architectures.effective import singular_values
 from nqf.theory.forms import StructureForm
 from nqf.theory.losses import flow_lr
 from nqf.theory.spectra import deviation  # noqa: F401 (defined there so that fit jobs need no torch)
-from nqf.training.loop import progress_message, train
+from nqf.training.loop import optimizer_attrs, progress_message, train
 from nqf.training.quadratic import QuadraticModel, resolve_device
 
 Tensor = torch.Tensor
@@ -167,7 +167,7 @@ def train_side_by_side(module: UnitModule, x, y, W0, *, lr: float, steps: int, o
     n_M = nqf_model.form.p if record_M else 0
     ds = ds.assign_coords(eig=np.arange(ds.sizes["eig"]), row=np.arange(n_M), col=np.arange(n_M))
     ds = ds.assign_coords(k=np.arange(1, n_singular + 1))
-    ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
+    ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, **optimizer_attrs(optimizer, momentum),
                     loss_convention=loss, loss_factor=flow_lr(1.0, loss, y.shape[0]),
                     f0_max_abs=float(f0.abs().max()), device=str(dev))
     return ds

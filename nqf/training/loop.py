@@ -133,6 +133,12 @@ def progress_message(done: int, total: int, elapsed: float) -> str:
     return f"step {done}/{total} ({100 * frac:.0f}%), {elapsed:.1f} s elapsed, ~{left:.1f} s left"
 
 
+
+def optimizer_attrs(optimizer: str, momentum: float) -> dict:
+    """The optimizer's own settings a trajectory records: ``momentum`` (beta) for Polyak momentum
+    only; GD and Adam runs carry none of it."""
+    return {"momentum": momentum} if optimizer == "momentum" else {}
+
 def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = "gd",
           loss: str = "mean", loss_samples: int | None = None,
           momentum: float = 0.9, weight_decay: float = 0.0,
@@ -193,7 +199,7 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
         _warn_unsettled(model, y, tail, first, lr=lr, factor=factor, scale=scale, loss=loss, dtype=dtype)
     ds = _trajectory_dataset(grid, losses, recorded, lr=lr, factor=factor, scale=scale,
                              replica_dim=replica_dim, replica_coords=replica_coords)
-    ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, momentum=momentum,
+    ds.attrs.update(optimizer=optimizer, lr=lr, steps=steps, **optimizer_attrs(optimizer, momentum),
                     weight_decay=weight_decay, loss_convention=loss, loss_factor=factor,
                     loss_convention_formula=describe(loss, n_samples))
     return ds

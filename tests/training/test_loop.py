@@ -180,3 +180,16 @@ def test_a_record_grid_beyond_memory_is_refused_before_it_is_built(monkeypatch):
     assert time.perf_counter() - start < time_limit(5)
     assert log_step_grid(10, 400).tolist() == list(range(11))  # n_record > steps + 1: every step, as before
     assert quiet_train(nqf.QuadraticModel(form, W0), y, lr=0.01, steps=10, n_record=400)["step"].size == 11
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum", "adam"])
+def test_a_trajectory_records_momentum_only_for_momentum(optimizer):
+    """Optimizer-specific settings are attributes only of the runs they apply to."""
+    form, y = random_dense_form()
+    W0 = 0.1 * torch.randn(2, form.p, 3, dtype=torch.float64)
+    ds = nqf.train(nqf.QuadraticModel(form, W0, device="cpu"), y, lr=0.01, steps=4, optimizer=optimizer,
+                   momentum=0.8, n_record=2)
+    assert ds.attrs["optimizer"] == optimizer
+    assert ("momentum" in ds.attrs) == (optimizer == "momentum")
+    if optimizer == "momentum":
+        assert ds.attrs["momentum"] == 0.8

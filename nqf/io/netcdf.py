@@ -129,10 +129,18 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, title: str,
     })
     encoding = {name: {"zlib": True, "complevel": 4}
                 for name, var in ds.data_vars.items() if var.dtype.kind in "fiu"}
-    # text as CF character arrays (NC_CHAR, readable by every netCDF tool and CF checker)
-    encoding.update({name: {"dtype": "S1", "char_dim_name": f"{name}_strlen"}
+    # text as CF character arrays (NC_CHAR, readable by every netCDF tool and CF checker); the
+    # character dimension's name ends in its length, as xarray reads a trailing number (a name
+    # such as f0_strlen would read as length 0, and xarray would warn and rename it)
+    encoding.update({name: {"dtype": "S1", "char_dim_name": f"{name}_strlen{_encoded_length(var)}"}
                      for name, var in ds.variables.items() if var.dtype.kind in "USO"})
     return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine=ENGINE, encoding=encoding))
+
+
+def _encoded_length(var) -> int:
+    """The longest value of a text variable in UTF-8 bytes (at least 1): its character dimension."""
+    values = np.asarray(var.values).ravel()
+    return max([1, *(len(v if isinstance(v, bytes) else str(v).encode("utf-8")) for v in values)])
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:

@@ -139,3 +139,6 @@ def log_to_file(path: str | None, label: str | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True,
                         format=f"%(asctime)s {who}%(name)s %(levelname)s: %(message)s")
     logging.getLogger("nqf").setLevel(logging.INFO)
+    # fontTools, subsetting DejaVu into a figure's PDF for matplotlib, warns that the font's head
+    # timestamps look low: true of the font and harmless to the figure, noise in every log
+    logging.getLogger("fontTools").setLevel(logging.ERROR)

@@ -97,3 +97,21 @@ def test_written_files_honour_the_umask(tmp_path, umask, mode):
     assert plain.stat().st_mode & 0o777 == mode
     for path in (nc, csv, tmp_path / "f.png", tmp_path / "f.pdf"):
         assert path.stat().st_mode & 0o777 == mode, path.name
+
+
+def test_text_variables_whose_names_end_in_digits_write_without_warnings(tmp_path):
+    """xarray reads a trailing number in a character dimension's name as its length: a name like
+    f0_strlen made it warn (seen in every data job's stderr); the names now carry the length."""
+    import warnings
+
+    ds = xr.Dataset({"f0": ("reading", np.array(["remove", "keep"])),
+                     "label2": ("reading", np.array(["α-β", "x"], dtype=object))},
+                    coords={"reading": [0, 1]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = write_dataset(ds, tmp_path / "x.nc", title="test")
+    with netCDF4.Dataset(path) as raw:
+        assert raw["f0"].dimensions == ("reading", "f0_strlen6")
+        assert raw["label2"].dimensions == ("reading", "label2_strlen5")  # α and β: 2 UTF-8 bytes each
+    back = open_result(path)
+    assert list(back["f0"].values) == ["remove", "keep"] and list(back["label2"].values) == ["α-β", "x"]

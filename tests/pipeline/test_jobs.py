@@ -34,3 +34,12 @@ def test_without_a_label_the_lines_are_as_before(tmp_path, root_logging):
         logging.getLogger("nqf.job.summary").info("done")
     # date, time, logger: nothing between
     assert re.search(r"^\S+ \S+ nqf\.job\.summary INFO: done$", log.read_text(), re.M)
+
+
+def test_fonttools_timestamp_warnings_stay_out_of_job_logs(tmp_path, root_logging):
+    log = tmp_path / "figure.log"
+    with job(str(log), "figure", "init_scaling"):
+        logging.getLogger("fontTools.ttLib.tables._h_e_a_d").warning("'created' timestamp seems very low")
+        logging.getLogger("fontTools.subset").error("a real fontTools error")
+    text = log.read_text()
+    assert "timestamp" not in text and "a real fontTools error" in text

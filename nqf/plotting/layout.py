@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib import transforms
 from matplotlib.collections import Collection, PathCollection
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter
 
 LOCATIONS = ("upper right", "upper left", "lower left", "lower right", "center right", "center left",
              "upper center", "lower center")
@@ -124,11 +124,32 @@ def place_legends(fig) -> None:
     fig.draw_without_rendering()
 
 
+# a narrow log axis's ticks are written as plain numbers inside this range ("0.3", "2", "500"),
+# in scientific notation outside it ("$3 \\times 10^{-5}$")
+PLAIN_LABELS = (1e-3, 1e4)
+
+
+def _narrow_log_label(value: float, _pos=None) -> str:
+    """The label of a tick of a log axis spanning under two powers of ten."""
+    if not (value > 0 and math.isfinite(value)):
+        return ""
+    if PLAIN_LABELS[0] <= value < PLAIN_LABELS[1]:
+        return f"{float(f'{value:.3g}'):g}"  # three digits, never in e-notation here
+    exponent = math.floor(math.log10(value))
+    mantissa = float(f"{value / 10 ** exponent:.3g}")
+    if mantissa >= 10:  # 9.9995 rounded up
+        mantissa, exponent = mantissa / 10, exponent + 1
+    if mantissa == 1:
+        return f"$\\mathdefault{{10^{{{exponent}}}}}$"
+    return f"$\\mathdefault{{{mantissa:g}\\times10^{{{exponent}}}}}$"
+
+
 def tidy_log_ticks(fig) -> None:
     """Every log axis of ``fig``: at most MAX_LOG_LABELS labelled ticks, minor ticks unlabelled.
     An axis with two or more powers of ten in view is labelled at powers of ten only (every n-th
     where there are many); a narrower one at 1, 2 and 5 times a power of ten (1, 2, 3, 5 where it
-    spans under a decade, 1-6 and 8 under half a decade), in scientific notation."""
+    spans under a decade, 1-6 and 8 under half a decade), as plain numbers between 1e-3 and 1e4
+    ("0.3", "2") and in scientific notation outside ("$3 \\times 10^{-5}$")."""
     for ax in fig.get_axes():
         for axis, limits in ((ax.xaxis, ax.get_xlim), (ax.yaxis, ax.get_ylim)):
             if axis.get_scale() != "log":
@@ -149,6 +170,6 @@ def tidy_log_ticks(fig) -> None:
                 subs = ((1.0, 2.0, 5.0) if decades >= 1.0 else (1.0, 2.0, 3.0, 5.0) if decades >= 0.5
                         else (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0))
                 axis.set_major_locator(LogLocator(base=10.0, subs=subs, numticks=MAX_LOG_LABELS + 1))
-                axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
+                axis.set_major_formatter(FuncFormatter(_narrow_log_label))
             axis.set_minor_locator(LogLocator(base=10.0, subs=np.arange(2, 10) * 1.0, numticks=12))
             axis.set_minor_formatter(NullFormatter())

@@ -75,6 +75,26 @@ def test_a_log_axis_spanning_under_two_powers_of_ten_gets_a_few_labels(lo, hi):
     plotting.plt.close(fig)
 
 
+@pytest.mark.parametrize("lo, hi, expected", [
+    (0.3, 0.9, ["0.3", "0.5"]),
+    (2.0, 40.0, ["2", "5", "10", "20"]),
+    (600.0, 4000.0, ["1000", "2000"]),
+    (3e-6, 9e-6, ["$\\mathdefault{3\\times10^{-6}}$", "$\\mathdefault{5\\times10^{-6}}$"]),
+])
+def test_a_narrow_log_axis_reads_as_plain_numbers_where_they_are_short(lo, hi, expected):
+    """No '3x10^0' on an axis from 0.3 to 0.9: plain numbers between 1e-3 and 1e4, scientific
+    notation outside."""
+    fig, ax = _axes()
+    ax.plot([1, 2], [lo, hi])
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    plotting.finish(fig)
+    fig.draw_without_rendering()
+    labels, _ = _labels(ax.yaxis)
+    assert all(e in labels for e in expected), labels
+    plotting.plt.close(fig)
+
+
 @pytest.mark.parametrize("lo", [1e-18, 1e-5, 3e-6, 1e-4])
 def test_a_wide_log_axis_is_labelled_at_powers_of_ten_only(lo):
     fig, ax = _axes()

@@ -52,6 +52,13 @@ FORMULAS = {
     "sum": "sum (f - y)^2",
     "half_sum": "(1/2) sum (f - y)^2",
 }
+# the same formulas for figure titles (matplotlib mathtext)
+FORMULAS_MATH = {
+    "mean": r"$\frac{1}{n}\sum_\mu (f_\mu - y_\mu)^2$ (Eq. 26)",
+    "half_mean": r"$\frac{1}{2n}\sum_\mu (f_\mu - y_\mu)^2$",
+    "sum": r"$\sum_\mu (f_\mu - y_\mu)^2$",
+    "half_sum": r"$\frac{1}{2}\sum_\mu (f_\mu - y_\mu)^2$",
+}
 
 
 def sample_count(y) -> int:

@@ -186,3 +186,16 @@ def test_vector_targets_train_predict_mflow_agree_to_the_gd_budget():
     run_flat = nqf.train(nqf.QuadraticModel(diag, torch.as_tensor(W0)[None], device="cpu"), Yd.reshape(-1),
                          lr=0.005, steps=600, n_record=30)
     assert _rel(run_flat["M"].values[0], flat.M) < 0.02 and _rel(flat.M, sol.M) > 0.1
+
+
+def test_every_loss_formula_has_a_mathtext_twin_that_matplotlib_parses():
+    """Figure titles write the loss in mathtext; every convention has one, and it renders."""
+    from matplotlib.mathtext import MathTextParser
+
+    from nqf.theory.losses import FORMULAS, FORMULAS_MATH
+
+    assert set(FORMULAS_MATH) == set(FORMULAS)
+    parser = MathTextParser("path")
+    for text in FORMULAS_MATH.values():
+        math = text[text.index("$"):text.rindex("$") + 1]
+        parser.parse(math)  # raises ValueError on bad mathtext

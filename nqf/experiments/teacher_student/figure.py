@@ -21,7 +21,7 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
     lines: the paper's step 100 (grey), the sustained loss parting (red), the band separation
     (blue dash-dot), the NQF's predicted ignition (black dotted)."""
     from nqf import plotting
-    from nqf.theory.losses import FORMULAS
+    from nqf.theory.losses import FORMULAS_MATH
 
     archs = list(cfg["architectures"])
     n_agree = int(fit_ds.attrs.get("min_agree_steps", 100))
@@ -66,6 +66,6 @@ def figure(theory_ds: xr.Dataset, fit_ds: xr.Dataset, run_ds: dict[str, xr.Datas
         top, bottom = axes[0, 0].get_legend_handles_labels(), axes[1, 0].get_legend_handles_labels()
         fig.legend(top[0] + bottom[0], top[1] + bottom[1], loc="outside lower center", ncol=2 if len(archs) < 2 else 3)
         loss = cfg.get("loss", "mean")
-        fig.suptitle(f"{cfg['description']}: loss {loss} ({FORMULAS.get(loss, loss)}); mean $\\pm$ 1 std over "
+        fig.suptitle(f"{cfg['description']}: loss {loss} ({FORMULAS_MATH.get(loss, loss)}); mean $\\pm$ 1 std over "
                      f"{run_ds[archs[0]].sizes['seed']} seeds", fontsize=font_size + 1)
         plotting.save(fig, paths)

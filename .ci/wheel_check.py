@@ -17,6 +17,15 @@ assert checkout not in here.parents, f"nqf imported from the checkout ({here}), 
 assert SCHEMA_PATH.is_file() and checkout not in SCHEMA_PATH.resolve().parents, SCHEMA_PATH
 print(f"nqf {nqf.__version__} from {here.parent}; schema {SCHEMA_PATH}")
 
+# the library's own dependencies only: `pip install .` brings no workflow (pyproject's `workflow` extra)
+import importlib.util  # noqa: E402
+
+workflow_only = [m for m in ("snakemake", "sklearn", "mlxtend", "dask") if importlib.util.find_spec(m)]
+assert not workflow_only, f"a plain install brought {workflow_only}, which belong to the workflow extra"
+missing = [name for name in nqf.__all__ if getattr(nqf, name, None) is None]
+assert not missing, f"public names that do not load: {missing}"
+print(f"every public name loads ({len(nqf.__all__)}), without snakemake, scikit-learn, mlxtend or dask")
+
 default = validate_config(load_yaml(checkout / "config" / "config.yaml"))
 check_config(default)
 print(f"default config valid: {len(default['experiments'])} experiments")

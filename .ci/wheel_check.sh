@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The library from a plain (non-editable) install: build the wheel, install it into a fresh venv
 # outside the checkout, and from a folder outside it validate the default config, run one small
-# experiment end to end and read its files back (.ci/wheel_check.py).
+# experiment end to end and read its files back (.ci/wheel_check.py); it must bring no workflow
+# package (snakemake, scikit-learn, mlxtend, dask: the `workflow` extra); then the library example.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
@@ -13,3 +14,5 @@ python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet "$work"/dist/nqf-*.whl
 cd "$work"
 "$work/venv/bin/python" "$root/.ci/wheel_check.py" "$root"
+# the library example (docs/library.md) from the same plain install
+"$work/venv/bin/python" "$root/examples/own_layer.py" "$work/example" --small

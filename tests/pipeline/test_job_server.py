@@ -58,7 +58,9 @@ def server(tmp_path, monkeypatch):
     monkeypatch.setenv(job_server.ENV_SOCKET, path)
     monkeypatch.delenv(job_server.ENV_SWITCH, raising=False)
     yield path
-    os.kill(pid, signal.SIGTERM)
+    # SIGKILL: a SIGTERM could arrive before serve() installs its handler, while the fork still
+    # has pytest's, and leave the server running (and this test waiting for it)
+    os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
 
 

@@ -1,6 +1,7 @@
 """Plain helpers shared by test files, where a fixture does not fit (they take arguments and are
 called inside tests and module fixtures). Importable as ``helpers``: pyproject's pytest
 ``pythonpath`` puts tests/ on sys.path."""
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -153,6 +154,28 @@ def snakemake(workdir, *args, check=True) -> subprocess.CompletedProcess:
 
 
 # -- figures -------------------------------------------------------------------------------------
+
+# -- logging -------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def restored_root_logging():
+    """Put the root logger's handlers and level back after the block (nqf.pipeline.jobs.job sets
+    the root logger up with force=True), closing the handlers the block added."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        for h in root.handlers:
+            if h not in handlers:
+                try:
+                    h.close()
+                except OSError:  # a stream a test made fail
+                    pass
+        root.handlers[:], root.level = handlers, level
+
 
 def capture_figures(monkeypatch) -> list:
     """Make nqf.plotting.save record each figure it saves (main page first, then any PDF pages)

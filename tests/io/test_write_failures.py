@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 import xarray as xr
-from helpers import time_limit
+from helpers import restored_root_logging, time_limit
 
 from nqf.errors import ResultWriteError
 from nqf.io import write_failures
@@ -32,16 +32,8 @@ def _full(*args, **kwargs):
 @pytest.fixture
 def root_logging():
     """jobs.job sets up the root logger (force=True); put the test session's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    for h in root.handlers:
-        if h not in handlers:
-            try:
-                h.close()
-            except OSError:  # a stream a test made fail
-                pass
-    root.handlers[:], root.level = handlers, level
+    with restored_root_logging():
+        yield
 
 
 def _write_figure(path):

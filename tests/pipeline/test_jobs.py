@@ -3,6 +3,7 @@ import logging
 import re
 
 import pytest
+from helpers import restored_root_logging
 
 from nqf.pipeline.jobs import job
 
@@ -10,13 +11,8 @@ from nqf.pipeline.jobs import job
 @pytest.fixture
 def root_logging():
     """jobs.job sets up the root logger (force=True); put the test session's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    for h in root.handlers:
-        if h not in handlers:
-            h.close()
-    root.handlers[:], root.level = handlers, level
+    with restored_root_logging():
+        yield
 
 
 def test_progress_lines_name_the_run_in_the_log_and_on_the_terminal(tmp_path, capsys, root_logging):

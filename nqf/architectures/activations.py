@@ -6,6 +6,8 @@ from typing import Callable
 
 import torch
 
+from nqf.architectures.fast_tanh import tanh as _tanh
+
 
 @dataclass(frozen=True)
 class Activation:
@@ -34,7 +36,7 @@ def _identity(z: torch.Tensor) -> torch.Tensor:
 ACTIVATIONS: dict[str, Activation] = {
     # phi(z) = z: a linear network (Saxe et al.), exactly quadratic in each unit's w, so its NQF is exact
     "linear": Activation("linear", _identity, 0.0, 1.0, odd=True, smooth=True),
-    "tanh": Activation("tanh", torch.tanh, 0.0, 1.0, odd=True, smooth=True),
+    "tanh": Activation("tanh", _tanh, 0.0, 1.0, odd=True, smooth=True),
     # exact (erf) GELU: x Phi(x), phi'(0) = 1/2, phi''(0) = 2 / sqrt(2 pi) != 0, so no Z2 symmetry
     "gelu": Activation("gelu", torch.nn.functional.gelu, 0.0, 0.5, odd=False, smooth=True),
     "sigmoid": Activation("sigmoid", torch.sigmoid, 0.5, 0.25, odd=False, smooth=True),

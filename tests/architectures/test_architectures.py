@@ -236,8 +236,8 @@ def test_self_attention_readout_is_the_qk_head_at_the_mean_query():
 
 @pytest.mark.parametrize("name", ALL)
 def test_forward_replicas_equals_forward_with_per_replica(name):
-    """forward_replicas (one conv2d for the CNN, one batched contraction for the self-attention,
-    a vmap elsewhere) gives each replica's forward_with outputs to float64 rounding (1e-12 of the
+    """forward_replicas (one conv2d for the CNN, two batched products for the MLP, one batched
+    contraction for the self-attention, a vmap elsewhere) gives each replica's forward_with outputs to float64 rounding (1e-12 of the
     output scale), at weights large enough that every nonlinearity is far from linear."""
     module = ARCHITECTURES[name].build()
     x = module.sample_inputs(7, torch.Generator().manual_seed(3))

@@ -1,0 +1,83 @@
+"""tanh for CPU tensors computed by NumPy, with the autograd, forward-mode and vmap rules of torch.tanh.
+
+On this project's CPUs torch.tanh is the largest single cost of the tanh networks' training steps:
+measured by ``benchmarks/tanh_speed.py`` (torch 2.13, NumPy 2.4, one thread), NumPy's SIMD tanh
+is about 7x faster in float32 and 3x in float64, with errors of at most one unit in the last place
+against a float64 reference (torch's the same; the two may differ in the last bit). ``tanh(x)``
+computes the values with NumPy where ``x`` is a plain CPU tensor of float32 or float64 and with
+torch.tanh everywhere else (GPUs, other dtypes, tensors wrapped by torch.func's transforms outside
+this function's own rules).
+
+Under plain autograd (the training loops) the NumPy values come with torch.tanh's own derivative
+kernel of the output y = tanh(x) (aten.tanh_backward, g (1 - y^2)): backward, itself
+differentiable (double backward), and the forward-mode tangent. Inside torch.func's transforms (vmap, grad,
+jacrev, jacfwd, hessian: the structure matrices of nqf.theory.taylor, the default
+``forward_replicas``) the input is a wrapped tensor and ``tanh`` is torch.tanh itself: nested
+forward mode (jvp of jvp) through an autograd.Function's jvp rule loses the outer tangent (tried:
+jacfwd(jacfwd(f)) came out wrong), so the transforms never see this function.
+Set ``NQF_NUMPY_TANH=0`` to use torch.tanh everywhere (read once, at import).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+ENABLED = os.environ.get("NQF_NUMPY_TANH", "1") != "0"
+_NUMPY_DTYPES = (torch.float32, torch.float64)
+_TANH_BACKWARD = torch.ops.aten.tanh_backward  # torch.tanh's own derivative kernel: g (1 - y^2)
+
+
+def tanh_values(x: torch.Tensor) -> torch.Tensor:
+    """tanh(x) without autograd: NumPy's for plain CPU float32/float64 tensors, else torch's."""
+    if ENABLED and x.device.type == "cpu" and x.dtype in _NUMPY_DTYPES:
+        try:
+            arr = x.detach().numpy()
+        except (RuntimeError, TypeError):  # a tensor without storage (functorch wrapper, fake/meta tensor)
+            return torch.tanh(x)
+        out = torch.empty(x.shape, dtype=x.dtype)  # torch's allocator, as torch.tanh's output would use
+        np.tanh(arr, out=out.numpy())
+        return out
+    return torch.tanh(x)
+
+
+class _Tanh(torch.autograd.Function):
+    """y = tanh(x): values from :func:`tanh_values`, derivatives as torch expressions of y."""
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return tanh_values(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(output)
+        ctx.save_for_forward(output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return _TANH_BACKWARD(grad, y)  # grad (1 - y^2) in one kernel, differentiable again
+
+    @staticmethod
+    def jvp(ctx, tangent: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return _TANH_BACKWARD(tangent, y)
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        # elementwise: the batched tensor's own layout, batch dimension where it was
+        return _Tanh.apply(x), in_dims[0]
+
+
+def _wrapped(x: torch.Tensor) -> bool:
+    """Whether ``x`` is a torch.func transform's wrapper (BatchedTensor, GradTrackingTensor, ...)."""
+    check = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
+    return True if check is None else bool(check(x))
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    """tanh(x), differentiable (module docstring): a drop-in for torch.tanh."""
+    if not ENABLED or _wrapped(x):
+        return torch.tanh(x)
+    return _Tanh.apply(x)

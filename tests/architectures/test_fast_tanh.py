@@ -1,0 +1,91 @@
+"""nqf.architectures.fast_tanh: NumPy's tanh values with torch.tanh's derivatives.
+
+Tolerances: both tanh implementations are correctly rounded to within one unit in the last place
+(ulp), so they differ by at most 2 ulp of the result: rtol = 2 eps of the dtype. Derivatives are
+checked by torch.autograd's own finite-difference checks in float64 (their default eps 1e-6 and
+tolerances), and against torch.tanh's derivatives to a few ulp of the derivative's scale.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import hessian, jacfwd, jacrev, jvp, vmap
+
+import nqf.architectures.fast_tanh as fast_tanh
+from nqf.architectures.fast_tanh import tanh, tanh_values
+
+DTYPES = (torch.float32, torch.float64)
+
+
+def _inputs(dtype, *shape, scale=3.0, seed=0):
+    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_values_agree_with_torch_tanh_to_rounding(dtype):
+    """Large, small (1e-6: tanh x ~ x, where a formula through exp would lose every digit) and
+    saturated arguments, 0-d and strided tensors: within 2 ulp of torch.tanh, same dtype and shape."""
+    eps = torch.finfo(dtype).eps
+    special = torch.tensor([0.0, 25.0, -25.0], dtype=dtype)
+    x = torch.cat([_inputs(dtype, 500), _inputs(dtype, 500, scale=1e-6), special])
+    for arg in (x, x.reshape(-1, 1)[::2, 0], x[7], x[:1001].reshape(7, -1).T):
+        ref, got = torch.tanh(arg), tanh(arg)
+        assert got.dtype == dtype and got.shape == arg.shape
+        assert torch.allclose(got, ref, rtol=2 * eps, atol=0.0)
+
+
+def test_first_second_and_forward_mode_derivatives():
+    """gradcheck (reverse and forward mode, batched gradients) and gradgradcheck in float64."""
+    x = _inputs(torch.float64, 4, 3, scale=1.0).requires_grad_()
+    assert torch.autograd.gradcheck(tanh, (x,), check_forward_ad=True, check_batched_grad=True)
+    assert torch.autograd.gradgradcheck(tanh, (x,))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_training_gradients_equal_torch_tanh(dtype):
+    """A loss of a small tanh layer: its gradient and a gradient of that gradient (double
+    backward) agree with torch.tanh's to a few ulp of their scale."""
+    eps = torch.finfo(dtype).eps
+    x, W0 = _inputs(dtype, 6, 5, scale=1.0), _inputs(dtype, 5, 4, scale=1.0, seed=1)
+
+    def grads(fn):
+        W = W0.clone().requires_grad_()
+        (g,) = torch.autograd.grad(fn(x @ W).pow(2).sum(), W, create_graph=True)
+        (gg,) = torch.autograd.grad(g.pow(2).sum(), W)
+        return g.detach(), gg
+
+    for got, ref in zip(grads(tanh), grads(torch.tanh)):
+        assert torch.allclose(got, ref, rtol=0, atol=64 * eps * float(ref.abs().max()))
+
+
+def test_inside_torch_func_transforms_it_is_torch_tanh():
+    """Inside vmap, jacrev, jacfwd, hessian and nested jvp (the structure matrices' tools) the
+    input is wrapped and tanh is torch.tanh: results bit-identical, including forward over
+    forward mode, which an autograd.Function's jvp rule gets wrong."""
+    w = _inputs(torch.float64, 7, scale=1.0)
+    W = _inputs(torch.float64, 3, 7, scale=1.0, seed=2)
+
+    def f(fn):
+        return lambda v: fn(2.0 * v).pow(3).sum()
+
+    for transform in (jacrev, jacfwd, hessian, lambda g: jacfwd(jacfwd(g))):
+        assert torch.equal(transform(f(tanh))(w), transform(f(torch.tanh))(w))
+    assert torch.equal(vmap(hessian(f(tanh)))(W), vmap(hessian(f(torch.tanh)))(W))
+
+    def second(fn):
+        inner = lambda s: jvp(lambda u: f(fn)(u * w), (s,), (torch.ones((), dtype=w.dtype),))[1]  # noqa: E731
+        return jvp(inner, (torch.tensor(0.7, dtype=w.dtype),), (torch.tensor(1.0, dtype=w.dtype),))[1]
+
+    assert torch.equal(second(tanh), second(torch.tanh))
+
+
+def test_other_dtypes_and_the_switch_use_torch_tanh(monkeypatch):
+    """float16/bfloat16 (NumPy has no bfloat16) go to torch.tanh bit for bit, and so does every
+    dtype with NQF_NUMPY_TANH=0 (here: the module's switch)."""
+    for dtype in (torch.float16, torch.bfloat16):
+        x = _inputs(torch.float32, 50).to(dtype)
+        assert torch.equal(tanh(x), torch.tanh(x)) and torch.equal(tanh_values(x), torch.tanh(x))
+    monkeypatch.setattr(fast_tanh, "ENABLED", False)
+    x = _inputs(torch.float64, 50).requires_grad_()
+    assert torch.equal(tanh(x), torch.tanh(x))
+    assert torch.equal(tanh_values(x), torch.tanh(x))

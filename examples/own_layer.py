@@ -2,10 +2,12 @@
 
     python examples/own_layer.py OUTDIR [--small]
 
-The layer is one nqf does not ship: f(x) = V sin(U x), k outputs, d units (unit i: w_i = [u_i; v_i],
-p = D + k). The path, each step a library call:
+The layer is one nqf does not ship, an ordinary torch.nn.Module: f(x) = V sin(U x), k outputs,
+d units. One line tells nqf where its units are, ``UNITS = {"U": 0, "V": 1}`` (unit i: w_i =
+[U[i, :]; V[:, i]], p = D + k); the unit function is derived from the module's forward, never
+written again. The path, each step a library call:
 
-1. A(x) by autograd from the unit function, and the checks Theorem 1 needs (nqf.expansion:
+1. A(x) by autograd from the module, and the checks Theorem 1 needs (nqf.expansion:
    smoothness, ZGZ, the Z2 symmetry that makes the error O(|W|^4)).
 2. The data's statistics and the regime: nqf.predict picks the exact solution whose condition
    holds (here a generic Gaussian init: the closed M-flow) and returns M(t) and the loss.
@@ -13,8 +15,9 @@ p = D + k). The path, each step a library call:
    flow grows), reduced by nqf.theory.mode_theory.reduce_modes to Theorem 8's constants; Theorem 8
    predicts each ignition time from the seed's own initial amplitudes; predict_exponent gives
    the loss's power-law exponent where the spectrum allows one (a power-law teacher here).
-4. The real module trained by gradient descent (nqf.train, its weights read as W = [U^T; V]),
-   its loss and mode amplitudes q_a^T W W^T q_a beside the prediction, plotted to OUTDIR.
+4. The real module trained by gradient descent on its data (nqf.train(layer, y, x=x, units=UNITS),
+   which records M = W W^T of its unit weights), its loss and mode amplitudes q_a^T W W^T q_a
+   beside the prediction, plotted to OUTDIR.
 
 Targets are (n, k): the loss is (1/n) sum over samples and outputs, the convention of every
 entry point (nqf.theory.losses), so train's clock t = lr step is predict's t.
@@ -38,7 +41,7 @@ from nqf.theory.mode_theory import coupled_faster, effective_amplitudes, reduce_
 
 
 class SinLayer(torch.nn.Module):
-    """f(x) = V sin(U x): U (d, D) input weights, V (k, d) readout."""
+    """f(x) = V sin(U x): U (d, D) input weights, V (k, d) readout; an ordinary module."""
 
     def __init__(self, D: int, k: int, d: int, scale: float, seed: int = 0):
         super().__init__()
@@ -49,25 +52,8 @@ class SinLayer(torch.nn.Module):
     def forward(self, x):
         return torch.sin(x @ self.U.T) @ self.V.T
 
-    def unit_weights(self):
-        """W (p x d), unit i = column i = [u_i; v_i], so M = W W^T."""
-        return torch.cat([self.U.T, self.V], dim=0)
 
-
-def unit(w, x, D):
-    """One unit switched on (the others at 0) on one input x: v sin(u . x), shape (k,)."""
-    return w[D:] * torch.sin(w[:D] @ x)
-
-
-class OnData(torch.nn.Module):
-    """What nqf.train takes: forward() -> outputs (replicas = 1, n, k) on the training inputs."""
-
-    def __init__(self, layer, x):
-        super().__init__()
-        self.layer, self.x = layer, x
-
-    def forward(self):
-        return self.layer(self.x)[None]
+UNITS = {"U": 0, "V": 1}  # the parameters holding the units, and the axis that indexes them
 
 
 def main(argv=None) -> dict:
@@ -90,17 +76,16 @@ def main(argv=None) -> dict:
     B = 0.5 * left @ torch.diag(torch.as_tensor(s)) @ right.T
     y = (x @ B.T).numpy()
 
-    # 1. A(x) and the expansion checks
+    # 1. A(x) and the expansion checks, from the module itself
     p = D + k
-    f = lambda w, xx: unit(w, xx, D)  # noqa: E731
-    info = nqf.expansion(f, x[:2], p, batched=True)
-    A = nqf.structure_matrix(f, x, p, batched=True)            # (n, k, p, p)
+    layer = SinLayer(D, k, d, scale=np.sqrt(eps / p))
+    info = nqf.expansion(layer, x[:2], units=UNITS)
+    A = nqf.structure_matrix(layer, x, units=UNITS)            # (n, k, p, p)
     form = nqf.DenseForm(A.reshape(n * k, p, p))               # rows sample-major: (sample, output)
     print(f"A(x): p = {p}, ZGZ {info.zgz_holds}, Z2 {info.z2_symmetric} -> error O(|W|^{info.error_order})")
 
     # 2. the regime and the predicted curve
-    layer = SinLayer(D, k, d, scale=np.sqrt(eps / p))
-    W0 = layer.unit_weights().detach().numpy()
+    W0 = nqf.ModuleUnits(layer, UNITS).unit_weights().detach().numpy()
     stats = SecondMoment.from_form(form, y)
     gamma, vecs = np.linalg.eigh(stats.Y)
     Q = vecs[:, np.argsort(-gamma)[:K]]                        # the K growing directions of Y
@@ -132,8 +117,7 @@ def main(argv=None) -> dict:
         print(f"no power law over these {K} modes: {exc}")
 
     # 4. the real module, trained by GD from the same W0
-    run = nqf.train(OnData(layer, x), y, lr=lr, steps=steps, record_steps=np.rint(t / lr).astype(int),
-                    record=lambda mod: {"M": ((W := mod.layer.unit_weights()) @ W.T)[None]})
+    run = nqf.train(layer, y, x=x, units=UNITS, lr=lr, steps=steps, record_steps=np.rint(t / lr).astype(int))
     t_run, M_run = run["time"].values, run["M"].values[0]
     t_trained = mode_ignition_times(t_run, M_run, Q, saturation=sat)
     # the NQF under the same GD steps (exact recursion): separates GD's O(lr) lag from the module's error

@@ -11,6 +11,8 @@ imported from its submodule (``nqf.theory.closed_forms.theorem5``, ``nqf.theory.
   ``logistic_solution``, ``lv_coefficients``, ``shared_eigenbasis`` (nqf.theory.lotka_volterra),
   ``staircase`` (eps -> 0 limit), ``predicted_ignition_times``, ``ignition_times``,
   ``predicted_seed_scatter`` (nqf.theory.ignition), ``predict_exponent``, ``fit_power_law`` (nqf.theory.scaling).
+* Your own layer: ``ModuleUnits`` (an ordinary torch.nn.Module read as units; structure_matrix,
+  expansion and train take the module with ``units=`` directly).
 * Training: ``QuadraticModel``, ``train``, ``TrainingDiverged``.
 * ``NQFWarning``: the category of every warning about a usable but degraded result (a run that
   did not settle, a half-precision loss floor, ZGZ failing); ``warnings.simplefilter("error",
@@ -38,6 +40,7 @@ _SOURCES = {
     "staircase": "nqf.theory.staircase",
     **dict.fromkeys(("ignition_times", "predicted_ignition_times", "predicted_seed_scatter"), "nqf.theory.ignition"),
     **dict.fromkeys(("fit_power_law", "predict_exponent"), "nqf.theory.scaling"),
+    "ModuleUnits": "nqf.architectures.module_units",
     "QuadraticModel": "nqf.training.quadratic",
     "train": "nqf.training.loop",
     "TrainingDiverged": "nqf.errors",

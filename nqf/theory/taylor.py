@@ -246,10 +246,19 @@ def _smoothness_samples(x: Any, batched: bool, max_samples: int):
     return [_sample(x, i) for i in range(min(_batch_size(x), max_samples))]
 
 
-def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = False,
-                     dtype: torch.dtype = torch.float64, device=None, check: bool = True,
+def structure_matrix(unit: UnitFunction | torch.nn.Module, x: Any, p: int | None = None, *, units=None,
+                     batched: bool = False, dtype: torch.dtype = torch.float64, device=None, check: bool = True,
                      max_check_samples: int = 2) -> Tensor:
     """A(x) = (1/2) Hessian of ``unit(w, x)`` in w at w = 0, by torch.func.
+
+    Or of an ordinary ``torch.nn.Module`` whose ``forward(x)`` takes a batch: pass the module,
+    the data x (leading sample axis) and ``units``, which parameters hold the units and along
+    which axis (nqf.architectures.module_units: ``{"0.weight": 0, "2.weight": 1}`` for
+    nn.Sequential(nn.Linear(D, d), nn.Tanh(), nn.Linear(d, k))). The unit function is derived
+    from the module's forward, p is the length of one unit's weights (given p must equal it), x is
+    always a batch, and A has shape (m, p, p) for a forward that returns (m,) and (m, k, p, p) for
+    one that returns (m, k) (k = 1 included). The module is copied to ``dtype`` for this; its own
+    parameters are not touched.
 
     ``unit(w, x)`` is the layer's output with one unit of weights w (a flat vector of length p)
     and every other unit at zero, for one input x (a tensor or a tuple of tensors, e.g. a query
@@ -264,6 +273,11 @@ def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = Fals
     is the verification path and the path for user-supplied units; the architectures in
     nqf.architectures provide A in factored form for use at scale.
     """
+    if isinstance(unit, torch.nn.Module):
+        unit, p, batched = _module_unit(unit, units, p, dtype)
+    elif units is not None:
+        raise TypeError("units applies to a torch.nn.Module (which parameters hold the units); got a unit function, "
+                        "which already is one unit.")
     device = _device(device)
     x, p, max_check_samples = _prepare(unit, x, p, batched, dtype, device, max_check_samples)
     if check:
@@ -277,6 +291,24 @@ def structure_matrix(unit: UnitFunction, x: Any, p: int, *, batched: bool = Fals
     if message:
         warnings.warn(message, ZGZWarning, stacklevel=2)
     return A
+
+
+def _module_unit(module: torch.nn.Module, units, p, dtype) -> tuple[UnitFunction, int, bool]:
+    """(unit function, p, batched=True) of an ordinary module read through ``units``, on a copy of
+    the module in ``dtype``."""
+    import copy
+
+    from nqf.theory.module_unit import UnitReading
+
+    if units is None:
+        raise TypeError(f"structure_matrix of a {type(module).__name__} needs units={{parameter name: unit axis}}: "
+                        f"which parameters hold the units (nqf.theory.module_unit).")
+    module = copy.deepcopy(module).to(dtype=dtype)
+    reading = UnitReading(module, units)
+    if p is not None and validate.integer("p", p, minimum=1) != reading.p:
+        raise ValueError(f"p = {p} does not match the units, whose weights have length {reading.p} "
+                         f"({' + '.join(f'{n} {s}' for n, s in reading.sizes.items())}); leave p out.")
+    return reading.unit_function(module), reading.p, True
 
 
 @dataclass(frozen=True)
@@ -337,15 +369,21 @@ def z2_symmetry(unit: UnitFunction, x: Any, p: int, *, trials: int = 3, seed: in
     return bool(even), bool(odd)
 
 
-def expansion(unit: UnitFunction, x: Any, p: int, *, batched: bool = False,
-              dtype: torch.dtype = torch.float64, device=None, max_check_samples: int = 2) -> Expansion:
-    """f(0), g(x), A(x) and the symmetry checks for ``unit(w, x)`` (see structure_matrix).
+def expansion(unit: UnitFunction | torch.nn.Module, x: Any, p: int | None = None, *, units=None,
+              batched: bool = False, dtype: torch.dtype = torch.float64, device=None,
+              max_check_samples: int = 2) -> Expansion:
+    """f(0), g(x), A(x) and the symmetry checks for ``unit(w, x)`` (see structure_matrix), or for an
+    ordinary module with ``units`` (as structure_matrix takes it: x a batch, shapes with the sample axis).
 
     Shapes: f0 (k,) or (), g (k, p) or (p,), A (k, p, p) or (p, p), with a leading sample axis when
     ``batched``. Raises NotSmoothError for units with a kink at 0; warns (ZGZWarning) and records
     a note when g does not vanish. The Z2 test is run on up to ``max_check_samples`` inputs and
     holds only if it holds on all of them.
     """
+    if isinstance(unit, torch.nn.Module):
+        unit, p, batched = _module_unit(unit, units, p, dtype)
+    elif units is not None:
+        raise TypeError("units applies to a torch.nn.Module; got a unit function, which already is one unit.")
     device = _device(device)
     x, p, max_check_samples = _prepare(unit, x, p, batched, dtype, device, max_check_samples)
     samples = _smoothness_samples(x, batched, max_check_samples)

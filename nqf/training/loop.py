@@ -139,7 +139,7 @@ def optimizer_attrs(optimizer: str, momentum: float) -> dict:
     only; GD and Adam runs carry none of it."""
     return {"momentum": momentum} if optimizer == "momentum" else {}
 
-def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = "gd",
+def train(model: torch.nn.Module, y, *, x=None, units=None, lr: float, steps: int, optimizer: str = "gd",
           loss: str = "mean", loss_samples: int | None = None,
           momentum: float = 0.9, weight_decay: float = 0.0,
           record_steps: Sequence[int] | None = None, n_record: int = 400,
@@ -162,10 +162,22 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
     the unscaled lr, and the Dataset carries ``lr`` per replica.
     Raises :class:`TrainingDiverged` at the first non-finite loss (exactly on the CPU; within
     32 steps on other devices).
+
+    An ordinary module whose ``forward(x)`` takes a batch trains on its data ``x``: one replica,
+    outputs ``model(x)`` of shape (n,) or (n, k) against ``y`` of the same shape. With ``units``
+    (which parameters hold the units, nqf.architectures.module_units) the default record is
+    M = W W^T of its unit weights W (p, d), over (``replica_dim``, ``step``, ``row``, ``col``); a
+    ``record`` of your own is called with your module.
     """
     import torch
 
     validate.torch_module("model", model)
+    if x is not None:
+        model, record = _on_data(model, x, units, record)
+    elif units is not None:
+        raise TypeError("units names the unit parameters of a module trained on data: pass the inputs as x= too.")
+    else:
+        _needs_no_inputs(model)
     lr = validate.scalar("lr", lr, low=0.0, low_open=True)
     steps = validate.integer("steps", steps, minimum=1)
     n_record = validate.integer("n_record", n_record, minimum=2)
@@ -203,6 +215,40 @@ def train(model: torch.nn.Module, y, *, lr: float, steps: int, optimizer: str = 
                     weight_decay=weight_decay, loss_convention=loss, loss_factor=factor,
                     loss_convention_formula=describe(loss, n_samples))
     return ds
+
+
+def _on_data(model, x, units, record):
+    """The module on its data (one replica), and the record: ``record`` as given (called with the
+    user's module), else M = W W^T of the unit weights where ``units`` names them."""
+    from nqf.architectures.module_units import OnData
+    from nqf.theory.module_unit import UnitReading
+
+    wrapped = OnData(model, x)
+    if record is not None:
+        return wrapped, lambda m: record(m.module)
+    if units is None:
+        return wrapped, lambda m: {}
+    reading = UnitReading(model, units)
+
+    def order_parameter(m):
+        W = reading.unit_weights(model)
+        return {"M": (W @ W.transpose(-1, -2))[None]}
+
+    return wrapped, order_parameter
+
+
+def _needs_no_inputs(model) -> None:
+    """A module whose forward() needs inputs, refused with the way to pass them."""
+    import inspect
+
+    try:
+        required = [p for p in inspect.signature(model.forward).parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return
+    if required:
+        raise TypeError(f"the {type(model).__name__}'s forward takes inputs ({', '.join(p.name for p in required)}): "
+                        f"pass them as train(model, y, x=inputs, ...), or give a model whose forward() takes none.")
 
 
 def _order_parameter_record(model) -> dict:

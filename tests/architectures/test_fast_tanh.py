@@ -29,16 +29,18 @@ def test_values_agree_with_torch_tanh_to_rounding(dtype):
     special = torch.tensor([0.0, 25.0, -25.0], dtype=dtype)
     x = torch.cat([_inputs(dtype, 500), _inputs(dtype, 500, scale=1e-6), special])
     for arg in (x, x.reshape(-1, 1)[::2, 0], x[7], x[:1001].reshape(7, -1).T):
-        ref, got = torch.tanh(arg), tanh(arg)
-        assert got.dtype == dtype and got.shape == arg.shape
-        assert torch.allclose(got, ref, rtol=2 * eps, atol=0.0)
+        ref = torch.tanh(arg)
+        for got in (tanh_values(arg), fast_tanh._Tanh.apply(arg)):  # NumPy's values, whatever the size
+            assert got.dtype == dtype and got.shape == arg.shape
+            assert torch.allclose(got, ref, rtol=2 * eps, atol=0.0)
 
 
 def test_first_second_and_forward_mode_derivatives():
     """gradcheck (reverse and forward mode, batched gradients) and gradgradcheck in float64."""
     x = _inputs(torch.float64, 4, 3, scale=1.0).requires_grad_()
-    assert torch.autograd.gradcheck(tanh, (x,), check_forward_ad=True, check_batched_grad=True)
-    assert torch.autograd.gradgradcheck(tanh, (x,))
+    ours = fast_tanh._Tanh.apply  # the Function itself: tanh() leaves tensors this small to torch.tanh
+    assert torch.autograd.gradcheck(ours, (x,), check_forward_ad=True, check_batched_grad=True)
+    assert torch.autograd.gradgradcheck(ours, (x,))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -46,7 +48,7 @@ def test_training_gradients_equal_torch_tanh(dtype):
     """A loss of a small tanh layer: its gradient and a gradient of that gradient (double
     backward) agree with torch.tanh's to a few ulp of their scale."""
     eps = torch.finfo(dtype).eps
-    x, W0 = _inputs(dtype, 6, 5, scale=1.0), _inputs(dtype, 5, 4, scale=1.0, seed=1)
+    x, W0 = _inputs(dtype, 3000, 5, scale=1.0), _inputs(dtype, 5, 4, scale=1.0, seed=1)  # 12000 >= MIN_ELEMENTS
 
     def grads(fn):
         W = W0.clone().requires_grad_()
@@ -54,7 +56,7 @@ def test_training_gradients_equal_torch_tanh(dtype):
         (gg,) = torch.autograd.grad(g.pow(2).sum(), W)
         return g.detach(), gg
 
-    for got, ref in zip(grads(tanh), grads(torch.tanh)):
+    for got, ref in zip(grads(tanh), grads(torch.tanh)):  # sums of 3000 terms: rounding grows as sqrt(3000)
         assert torch.allclose(got, ref, rtol=0, atol=64 * eps * float(ref.abs().max()))
 
 
@@ -77,6 +79,14 @@ def test_inside_torch_func_transforms_it_is_torch_tanh():
         return jvp(inner, (torch.tensor(0.7, dtype=w.dtype),), (torch.tensor(1.0, dtype=w.dtype),))[1]
 
     assert torch.equal(second(tanh), second(torch.tanh))
+
+
+def test_small_tensors_use_torch_tanh_and_large_ones_the_function():
+    """Below MIN_ELEMENTS, torch.tanh itself (its grad_fn); from it on, the Function."""
+    small = _inputs(torch.float64, fast_tanh.MIN_ELEMENTS - 1).requires_grad_()
+    large = _inputs(torch.float64, fast_tanh.MIN_ELEMENTS).requires_grad_()
+    assert type(tanh(small).grad_fn).__name__ == "TanhBackward0"
+    assert type(tanh(large).grad_fn).__name__ == "_TanhBackward"
 
 
 def test_other_dtypes_and_the_switch_use_torch_tanh(monkeypatch):

@@ -21,6 +21,7 @@ from nqf.errors import ResultFileError
 from nqf.io.atomic import atomic_write
 from nqf.io.cf_names import describe_variables
 from nqf.io.provenance import Origin, command_line, git_commit, package_versions, provenance  # noqa: F401
+from nqf.io.run_layout import from_file
 from nqf.io.write_failures import out_of_space, write_error  # noqa: F401
 
 ENGINE = "netcdf4"
@@ -166,7 +167,7 @@ def open_result(path: str | os.PathLike, *, made_by: str | None = None,
         raise ResultFileError(f"The results file {path} does not exist{hint}.", path)
     try:
         with xr.open_dataset(path, engine=ENGINE) as ds:
-            ds = restore_labels(ds.load())
+            ds = from_file(restore_labels(ds.load()))  # a run file as computed (nqf.io.run_layout)
     except Exception as exc:  # netCDF4 raises OSError, ValueError, RuntimeError for bad files
         raise ResultFileError(f"The results file {path} cannot be read as NetCDF "
                               f"({type(exc).__name__}: {exc}){hint}.", path, unusable=True) from exc

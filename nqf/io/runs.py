@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from nqf.io.netcdf import dataset, open_result
+from nqf.io import run_layout
+from nqf.io.netcdf import dataset, open_result, restore_labels
 
 # An experiment id (a key under experiments: in the config) names files and folders: checked with
 # fullmatch, which has no trailing-newline hole.
@@ -57,8 +58,10 @@ def with_run_coordinates(ds: xr.Dataset, experiment: str | None = None) -> xr.Da
 def by_record(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` with its ``step`` dimension relabelled ``record`` (0, 1, ...): ``step`` and every
     coordinate along it (``time``, ``tau``) become coordinates along ``record``. Runs that record
-    the same number of steps then concatenate without NaN, whatever their steps."""
+    the same number of steps then concatenate without NaN, whatever their steps. A run file as
+    stored (nqf.io.run_layout) is first read as computed."""
     dataset("ds", ds)
+    ds = run_layout.from_file(restore_labels(ds))  # a run file as xr.open_mfdataset's preprocess sees it
     if "step" not in ds.dims:
         return ds
     return ds.assign_coords(record=("step", np.arange(ds.sizes["step"]))).swap_dims(step="record")

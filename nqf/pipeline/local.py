@@ -81,6 +81,7 @@ def run_experiment(exp_cfg: Mapping, *, experiment: str = "experiment", device: 
 
 def _write(root: Path, experiment: str, cfg: Mapping, stages: Mapping, trained: Mapping[str, xr.Dataset]) -> None:
     from nqf.experiments import run_config, stage_config
+    from nqf.io import run_layout
     from nqf.io.netcdf import write_dataset
     from nqf.io.runs import with_run_coordinates
 
@@ -90,5 +91,6 @@ def _write(root: Path, experiment: str, cfg: Mapping, stages: Mapping, trained: 
     for run, ds in trained.items():
         ds = ds.copy()
         ds.attrs.setdefault("run", run)
-        write_dataset(with_run_coordinates(ds, experiment), root / "runs" / experiment / f"{run}.nc",
+        run_file = run_layout.to_file(with_run_coordinates(ds, experiment))
+        write_dataset(run_file, root / "runs" / experiment / f"{run}.nc",
                       config=run_config(cfg, run), title=f"nqf training run {run} of experiment {experiment}")

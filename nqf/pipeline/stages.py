@@ -86,6 +86,7 @@ def train(exp: str, run: str, cfg: Mapping, exp_cfg: Mapping, data_file: PathLik
     from nqf.errors import TrainingDiverged
     from nqf.experiments import kind_of, split_run_id
     from nqf.experiments.divergence import diverged_run, stable_lr_clause, structure_for_hint
+    from nqf.io import run_layout
     from nqf.io.netcdf import open_result, write_dataset
     from nqf.io.runs import with_run_coordinates
     from nqf.pipeline.verify_stage import open_stage, with_data_config
@@ -114,7 +115,8 @@ def train(exp: str, run: str, cfg: Mapping, exp_cfg: Mapping, data_file: PathLik
         # run parameters as scalar coordinates: the files of an experiment concatenate along 'run'
         ds = with_run_coordinates(ds, exp)
         ds = with_data_config(ds, exp_cfg)
-        write_dataset(ds, output, config=cfg, title=title, origin=origin)
+        # 'run' the only indexed dimension on disk: plain xr.open_mfdataset never pads (nqf.io.run_layout)
+        write_dataset(run_layout.to_file(ds), output, config=cfg, title=title, origin=origin)
 
 
 def fit(exp: str, cfg: Mapping, exp_cfg: Mapping, structure_file: PathLike, theory_file: PathLike,

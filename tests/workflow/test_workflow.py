@@ -143,6 +143,8 @@ def test_adding_a_seed_trains_only_its_block(finished, tmp_path):
     copy of the finished tree, the fit then holds every seed and no finished run file is rewritten."""
     import shutil
 
+    from nqf.io.netcdf import open_result
+
     work, _ = finished
     copy = tmp_path / "wf"
     shutil.copytree(work, copy, symlinks=True)  # copy2 keeps the mtimes snakemake compares
@@ -162,8 +164,8 @@ def test_adding_a_seed_trains_only_its_block(finished, tmp_path):
     assert {p: p.stat().st_mtime_ns for p in old} == old
     with xr.open_dataset(copy / "results" / "fits" / "teacher_student.nc") as fit:
         assert sorted(fit["seed"].values.tolist()) == sorted(seeds + [new])
-    with xr.open_dataset(copy / "results" / "runs" / "teacher_student" / f"mlp.seeds-{new}.nc") as run:
-        assert run["seed"].values.tolist() == [new] and run.attrs["seed_block_of"] == "mlp"
+    run = open_result(copy / "results" / "runs" / "teacher_student" / f"mlp.seeds-{new}.nc")
+    assert run["seed"].values.tolist() == [new] and run.attrs["seed_block_of"] == "mlp"
 
 
 def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
@@ -320,6 +322,42 @@ def test_provenance_names_the_command_and_the_workflow_commit(finished):
     with xr.open_dataset(finished[0] / "results" / "runs" / "featurewise" / "gd.nc") as ds:
         assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: snakemake .*--configfile .*test\.yaml", ds.attrs["history"])
         assert ds.attrs["git_commit"] == git_commit(ROOT) != "unknown"
+
+
+def test_plain_xarray_on_every_kinds_run_files_is_correct_or_refused(finished):
+    """An analyst's xr.open_mfdataset on results/runs/<exp>/*.nc (nqf.io.run_layout): the plain
+    call (combine by coordinates) refuses more than one file, since 'run' has no index to order
+    by; the nested call along 'run' gives every file's variables and coordinates exactly, or
+    refuses runs whose axes differ in length (AlignmentError) or in their coordinates
+    (ValueError). Never NaN that the file does not hold: each value is compared with the file's
+    own. Every kind of config/test.yaml, with no warning."""
+    import warnings
+
+    res = finished[0] / "results"
+    opened, refused = set(), set()
+    for exp in read_test_config()["experiments"]:
+        files = sorted(str(p) for p in (res / "runs" / exp).glob("*.nc"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            if len(files) > 1:
+                with pytest.raises(ValueError, match="Could not find any dimension coordinates"):
+                    xr.open_mfdataset(files)
+            try:
+                both = xr.open_mfdataset(files, combine="nested", concat_dim="run").load()
+            except (ValueError, xr.AlignmentError) as exc:
+                assert re.search(r"conflicting dimension sizes|not present in all datasets", str(exc)), (exp, exc)
+                refused.add(exp)
+                continue
+        opened.add(exp)
+        assert both.sizes["run"] == len(files)
+        for i, path in enumerate(files):
+            with xr.open_dataset(path) as one:
+                for name in [*one.data_vars, *one.coords]:
+                    got = both[name].isel(run=i) if "run" in both[name].dims else both[name]
+                    want = one[name].isel(run=0) if "run" in one[name].dims else one[name]
+                    assert got.shape == want.shape, (exp, path, name)
+                    assert np.array_equal(got.values, want.values, equal_nan=got.dtype.kind in "fc"), (exp, path, name)
+    assert opened and refused, (opened, refused)  # the test config has both kinds of experiment
 
 
 def test_run_files_open_as_one_labelled_dataset_per_experiment(finished):

@@ -115,7 +115,7 @@ def train(exp: str, run: str, cfg: Mapping, exp_cfg: Mapping, data_file: PathLik
         # run parameters as scalar coordinates: the files of an experiment concatenate along 'run'
         ds = with_run_coordinates(ds, exp)
         ds = with_data_config(ds, exp_cfg)
-        # 'run' the only indexed dimension on disk: plain xr.open_mfdataset never pads (nqf.io.run_layout)
+        # on disk every variable along 'run' and no other index: plain xarray never pads it (nqf.io.run_layout)
         write_dataset(run_layout.to_file(ds), output, config=cfg, title=title, origin=origin)
 
 

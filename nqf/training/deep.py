@@ -47,8 +47,6 @@ from collections.abc import Sequence
 
 import torch
 
-from nqf.architectures.fast_tanh import tanh
-
 Tensor = torch.Tensor
 
 
@@ -90,7 +88,7 @@ class DeepMLP:
         for l, Wl in enumerate(W):
             h = torch.einsum("roi,rmi->rmo", Wl, h)
             if l < self.n_layers - 1:
-                h = tanh(h)
+                h = torch.tanh(h)
         return h
 
     def nqf(self, W: Sequence[Tensor], x: Tensor) -> Tensor:
@@ -100,7 +98,7 @@ class DeepMLP:
         for b in range(self.n_layers // 2):
             h = torch.einsum("roi,rmi->rmo", W[2 * b + 1] @ W[2 * b], h)
             if b < self.n_layers // 2 - 1:
-                h = tanh(h)
+                h = torch.tanh(h)
         return h
 
     def collapse(self, W: Sequence[Tensor]) -> list[Tensor]:

@@ -16,7 +16,11 @@ runs along ``step``. So a run file is written in this layout (:func:`to_file`):
   (``step``, ``time``, ``seed``, ...) are coordinates along it. Positional dimensions of equal
   size concatenate as they are (the labels stay each run's own, as coordinates over
   (``run``, ``d_index``)); of different sizes, xarray refuses them (AlignmentError: "conflicting
-  dimension sizes"), since there is no index to pad by.
+  dimension sizes"), since there is no index to pad by;
+* a text coordinate ``run_variables_<hash>`` lists the run's data variables and their axes, and
+  its name is their hash: runs whose variables differ (a variable some lack, which xarray would
+  fill with NaN, or one with other axes, which it would broadcast) do not share it, and xarray
+  refuses to join them ("coordinate ... not present in all datasets").
 
 Every nqf reader (nqf.io.netcdf.open_result, nqf.open_runs) undoes it (:func:`from_file`): the
 library and the workflow see the run as it was computed. The attribute ``nqf_run_layout`` marks
@@ -24,10 +28,13 @@ the layout and ``nqf_indexed_dimensions`` lists the renamed dimensions.
 """
 from __future__ import annotations
 
+import hashlib
+
 import xarray as xr
 
 LAYOUT = "run file v1: every variable along 'run' (length 1, the run id); each indexed dimension d stored as d_index"
 SUFFIX = "_index"
+SIGNATURE = "run_variables_"
 
 
 def to_file(ds: xr.Dataset) -> xr.Dataset:
@@ -45,10 +52,22 @@ def to_file(ds: xr.Dataset) -> xr.Dataset:
     run = out["run"].values
     out = out.assign_coords({name: out[name].expand_dims(run=run) for name in out.coords
                              if name != "run" and "run" not in out[name].dims and not _text_along_an_axis(out[name])})
+    out = out.assign_coords(_signature(out))
     out.attrs.update(nqf_run_layout=LAYOUT, nqf_indexed_dimensions=" ".join(indexed))
     # no unlimited dimensions kept from a file this run was read from: they may be renamed now
     out.encoding = {k: v for k, v in out.encoding.items() if k != "unlimited_dims"}
     return out
+
+
+def _signature(ds: xr.Dataset) -> dict:
+    """The coordinate ``run_variables_<hash>`` (run): the data variables and their axes, named by
+    their hash. xarray's concat fills a variable that some files lack with NaN and broadcasts one
+    whose axes differ; a coordinate that some files lack it refuses ("not present in all
+    datasets"), so runs whose variables differ do not join."""
+    text = "; ".join(sorted(f"{name}({', '.join(map(str, var.dims))})" for name, var in ds.data_vars.items()))
+    name = f"{SIGNATURE}{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+    return {name: ("run", [text] * ds.sizes["run"], {
+        "long_name": "the run's data variables and their axes (files with other ones do not concatenate)"})}
 
 
 def _text_along_an_axis(var: xr.DataArray) -> bool:
@@ -62,7 +81,7 @@ def from_file(ds: xr.Dataset) -> xr.Dataset:
     Dataset unchanged."""
     if ds.attrs.get("nqf_run_layout") != LAYOUT:
         return ds
-    out = ds.isel(run=0)
+    out = ds.drop_vars([name for name in ds.coords if str(name).startswith(SIGNATURE)]).isel(run=0)
     for d in ds.attrs.get("nqf_indexed_dimensions", "").split():
         out = out.swap_dims({d + SUFFIX: d})
     out.attrs = {k: v for k, v in out.attrs.items() if k not in ("nqf_run_layout", "nqf_indexed_dimensions")}

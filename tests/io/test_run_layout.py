@@ -55,6 +55,22 @@ def test_plain_xarray_joins_equal_axes_exactly_and_refuses_unequal_ones(tmp_path
         xr.open_mfdataset(files, combine="nested", concat_dim="run")
 
 
+def test_runs_with_other_variables_or_axes_are_refused_not_filled(tmp_path):
+    """A variable one run lacks (xarray would fill it with NaN) or has along other axes (xarray
+    would broadcast it): the runs' run_variables_<hash> coordinates differ, and xarray refuses."""
+    base = tmp_path / "a.nc"
+    write_dataset(to_file(_run("a", [0, 1, 5, 20])), base, title="t")
+    lacking = _run("b", [0, 2, 9, 40]).drop_vars("M")
+    wider = _run("c", [0, 2, 9, 40])
+    wider["M"] = wider["M"].expand_dims(extra=2).copy()
+    for i, other in enumerate((lacking, wider)):
+        path = tmp_path / f"other{i}.nc"
+        write_dataset(to_file(other), path, title="t")
+        with pytest.raises(ValueError, match="run_variables_.* not present in all datasets"):
+            xr.open_mfdataset([base, path], combine="nested", concat_dim="run")
+    assert not any(str(c).startswith("run_variables_") for c in open_result(base).coords)
+
+
 def test_a_run_needs_its_id():
     with pytest.raises(ValueError, match="scalar coordinate 'run'"):
         to_file(_run("a", [0, 1]).drop_vars("run"))

@@ -352,6 +352,7 @@ def test_plain_xarray_on_every_kinds_run_files_is_correct_or_refused(finished):
         assert both.sizes["run"] == len(files)
         for i, path in enumerate(files):
             with xr.open_dataset(path) as one:
+                assert set(both.data_vars) == set(one.data_vars), (exp, path)  # none NaN-filled for a run that lacks it
                 for name in [*one.data_vars, *one.coords]:
                     got = both[name].isel(run=i) if "run" in both[name].dims else both[name]
                     want = one[name].isel(run=0) if "run" in one[name].dims else one[name]

@@ -45,6 +45,7 @@ class ModuleUnits(UnitModule):
         super().__init__()
         self.module = module
         self._reading = UnitReading(module, units)
+        self._unit = self._reading.unit_function(self.module)  # built once: structure() traces it per sample
         self.n_outputs = outputs  # None until known (structure(x) sets it)
         self.z2 = bool(z2)
 
@@ -71,7 +72,7 @@ class ModuleUnits(UnitModule):
     def unit(self, w: Tensor, x: Any) -> Tensor:
         """The module's output on one input x (no sample axis) with unit 0 set to w and the other
         units at zero: forward on the batch of one, its sample axis removed."""
-        return self._reading.unit_function(self.module)(w, x)
+        return self._unit(w, x)
 
     def structure(self, x: Any) -> DenseForm:
         """A(x) by autograd for the inputs x (leading sample axis): a DenseForm over the m k
@@ -99,3 +100,16 @@ class OnData(torch.nn.Module):
 
     def forward(self) -> Tensor:
         return self.module(self.x)[None]
+
+
+class UnitsOnData(OnData):
+    """:class:`OnData` of a module read through ``units``: ``order_parameter()`` is M = W W^T of
+    its unit weights, (1, p, p), which nqf.train records by default."""
+
+    def __init__(self, module: torch.nn.Module, x: Any, units: Mapping[str, int]):
+        super().__init__(module, x)
+        self._reading = UnitReading(module, units)
+
+    def order_parameter(self) -> Tensor:
+        W = self._reading.unit_weights(self.module)
+        return (W @ W.transpose(-1, -2))[None]

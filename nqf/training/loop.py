@@ -133,11 +133,11 @@ def progress_message(done: int, total: int, elapsed: float) -> str:
     return f"step {done}/{total} ({100 * frac:.0f}%), {elapsed:.1f} s elapsed, ~{left:.1f} s left"
 
 
-
 def optimizer_attrs(optimizer: str, momentum: float) -> dict:
     """The optimizer's own settings a trajectory records: ``momentum`` (beta) for Polyak momentum
     only; GD and Adam runs carry none of it."""
     return {"momentum": momentum} if optimizer == "momentum" else {}
+
 
 def train(model: torch.nn.Module, y, *, x=None, units=None, lr: float, steps: int, optimizer: str = "gd",
           loss: str = "mean", loss_samples: int | None = None,
@@ -218,23 +218,13 @@ def train(model: torch.nn.Module, y, *, x=None, units=None, lr: float, steps: in
 
 
 def _on_data(model, x, units, record):
-    """The module on its data (one replica), and the record: ``record`` as given (called with the
-    user's module), else M = W W^T of the unit weights where ``units`` names them."""
-    from nqf.architectures.module_units import OnData
-    from nqf.theory.module_unit import UnitReading
+    """The module on its data as one replica (nqf.architectures.module_units; with ``units`` its
+    order_parameter() M = W W^T is train's default record), and ``record`` (if given) called
+    with the user's module."""
+    from nqf.architectures.module_units import OnData, UnitsOnData
 
-    wrapped = OnData(model, x)
-    if record is not None:
-        return wrapped, lambda m: record(m.module)
-    if units is None:
-        return wrapped, lambda m: {}
-    reading = UnitReading(model, units)
-
-    def order_parameter(m):
-        W = reading.unit_weights(model)
-        return {"M": (W @ W.transpose(-1, -2))[None]}
-
-    return wrapped, order_parameter
+    wrapped = OnData(model, x) if units is None else UnitsOnData(model, x, units)
+    return wrapped, (None if record is None else lambda m: record(m.module))
 
 
 def _needs_no_inputs(model) -> None:

@@ -104,9 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     _config_options(verify)
     verify.add_argument("--directory", type=Path, default=Path("."), help="snakemake's working directory")
     verify.add_argument("--dry-run", action="store_true", help="report wrong files, move nothing")
+    sub.add_parser("schema", help="print the config schema as one file (workflow/schemas/config.schema.yaml)")
     args = parser.parse_args(argv)
 
     from nqf.errors import ConfigError
+
+    if args.command == "schema":
+        from nqf.pipeline.config import standalone_schema_text
+
+        sys.stdout.write(standalone_schema_text())
+        return 0
 
     if args.command == "verify":
         try:

@@ -169,6 +169,105 @@ def module_run(arch: str, size: dict, replicas: int, held: int, per_step: int, s
     return {"bytes": sum(parts.values()), "key": max(parts, key=parts.get), "what": what}
 
 
+def count_work(step, device: str = "meta") -> tuple[float, int]:
+    """(FLOPs, torch operations) of ``step()`` run on ``device`` (by default torch's meta device:
+    shapes only, nothing computed): FLOPs of its matrix products and convolutions by
+    ``torch.utils.flop_counter``, operations by a dispatch mode. (0, 0) when it fails (e.g. sizes
+    that do not build, which the kind's own check names, or a step that reads its values)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    flops, ops = FlopCounterMode(display=False), Count()
+    try:
+        with torch.device(device), flops, ops:
+            step()
+    except (ValueError, TypeError, RuntimeError, NotImplementedError):
+        return 0.0, 0
+    return float(flops.get_total_flops()), int(ops.n)
+
+
+# Samples of the step module_work runs for real where the meta device cannot run it.
+PROBE_SAMPLES = 8
+
+
+def module_work(arch: str, size: dict, replicas: int, samples: int, build_kwargs: dict) -> tuple[float, int]:
+    """(FLOPs, torch operations) of one training step of ``replicas`` copies of the module ``arch``
+    at ``size`` on ``samples`` inputs: its batched forward and backward (``forward_replicas``, as
+    the trainers call it), by :func:`count_work` on the meta device; a module whose forward reads
+    values (the attention's softmax shift) is run for real on PROBE_SAMPLES inputs on the CPU, its
+    FLOPs scaled to ``samples`` (they grow linearly with the samples)."""
+    import torch
+
+    from nqf.architectures import build
+
+    def step(n):
+        module = build(arch, size, **build_kwargs)
+        if torch.get_default_device().type == "meta":
+            module.check_inputs = lambda x: None  # it refuses meta inputs, which hold no data to check
+        x = module.sample_inputs(int(n), torch.Generator().manual_seed(0))
+        W0 = module.unit_weights().detach()
+        W = W0.expand(int(replicas), *W0.shape).clone().requires_grad_(True)
+        module.forward_replicas(W, x).square().sum().backward()
+
+    flops, ops = count_work(lambda: step(samples))
+    if ops == 0:
+        n = min(int(samples), PROBE_SAMPLES)
+        flops, ops = count_work(lambda: step(n), device="cpu")
+        flops *= int(samples) / n
+    return flops, ops
+
+
+# The runtime model of a training run (:func:`run_seconds`): a step costs OP_SECONDS per torch
+# operation (dispatch, autograd and small kernels on one CPU thread: 5-20 us measured, the
+# overhead-bound loops of benchmarks/results/workloads.txt) plus its FLOPs at FLOP_RATE (about
+# 20 % of one core's float32 matrix-product peak; measured loops run at 2-50 %); a job adds
+# STARTUP_SECONDS (the imports, reading its data, writing its file).
+OP_SECONDS = 20e-6
+FLOP_RATE = 20e9
+STARTUP_SECONDS = 30.0
+# A record (loss, test set, M) costs about this many training steps (2-3.6 measured,
+# benchmarks/results/workloads.txt "record/step").
+RECORD_STEPS = 4
+# A kind with no work hook: each step touches the run's arrays (its estimate's bytes) a few times,
+# in a few hundred operations.
+GENERIC_FLOPS_PER_VALUE, GENERIC_OPS = 10, 200
+
+
+def run_work(kind: ModuleType, exp: dict, run: str) -> dict:
+    """The work of training run ``run`` of ``exp``: {"steps": steps it trains in all (records
+    included), "flops": FLOPs per step, "ops": torch operations per step, and optionally
+    "flops_once": FLOPs outside the steps (evaluations)}, from the kind's
+    ``work(cfg, run)`` hook, else from its estimate of the largest run (:func:`generic_work`)."""
+    from nqf.experiments import split_run_id
+
+    base, block = split_run_id(exp, run)
+    if block is not None:  # one block of seeds_per_job seeds: the run holds those seeds only
+        exp = {**exp, "seeds": list(block), "seeds_per_job": "all"}
+    own = hook(kind, "work")
+    return own(exp, base) if own is not None else generic_work(estimate(kind, exp))
+
+
+def generic_work(est: dict) -> dict:
+    """The work of a run with the estimate ``est``: its steps, each touching its arrays
+    (GENERIC_FLOPS_PER_VALUE operations per float64 value) in GENERIC_OPS operations."""
+    return {"steps": int(est["steps"]), "flops": GENERIC_FLOPS_PER_VALUE * est["bytes"] / BYTES, "ops": GENERIC_OPS}
+
+
+def run_seconds(work: dict) -> float:
+    """Seconds one training job takes by the runtime model above (a bound for one CPU thread, not
+    a prediction: GPUs and large products run faster)."""
+    return (STARTUP_SECONDS + work["steps"] * (work["ops"] * OP_SECONDS + work["flops"] / FLOP_RATE)
+            + work.get("flops_once", 0.0) / FLOP_RATE)
+
+
 def largest_run(estimates: list[dict], steps: int) -> dict:
     """The largest of one estimate per architecture, with the run's steps."""
     return {**max(estimates, key=lambda e: e["bytes"]), "steps": int(steps)}

@@ -134,6 +134,37 @@ def with_kind_sections(schema: dict) -> dict:
     return schema
 
 
+# The schema as one file, every kind's section included (:func:`standalone_schema`): where a
+# Snakemake workflow keeps its schema, and what snakemake.utils.validate reads.
+WORKFLOW_SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
+STANDALONE_HEADER = """\
+# The nqf config schema as one file: nqf/schemas/config.schema.yaml (the shared keys) with every
+# kind's section (nqf/experiments/<kind>/schema.yaml) under $defs/<kind>, and an experiment checked
+# against the section of its kind. Generated: do not edit; edit those files and run
+#   python -m nqf schema > workflow/schemas/config.schema.yaml
+# (tests/pipeline/test_config.py checks that this file is current). The workflow validates its
+# config with it through snakemake.utils.validate, after nqf's own stricter reading
+# (nqf.pipeline.config: one-sentence errors; duplicate keys, aliases, NaN/inf refused).
+"""
+
+
+def standalone_schema() -> dict:
+    """The config schema (:func:`load_schema`) as one self-contained JSON schema: each experiment
+    is also checked against ``$defs/<its kind>`` (an ``if``/``then`` per kind), so a generic
+    validator (snakemake.utils.validate, an editor) checks a whole config without nqf's two passes."""
+    schema = load_schema()
+    experiment = schema["properties"]["experiments"]["additionalProperties"]
+    experiment["allOf"] = [{"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
+                            "then": {"$ref": f"#/$defs/{kind}"}}
+                           for kind in experiment["properties"]["kind"]["enum"]]
+    return schema
+
+
+def standalone_schema_text() -> str:
+    """:func:`standalone_schema` as the YAML text of ``workflow/schemas/config.schema.yaml``."""
+    return STANDALONE_HEADER + yaml.safe_dump(standalone_schema(), sort_keys=False, width=100, allow_unicode=True)
+
+
 def load_yaml(path: str | Path) -> dict:
     """Read a YAML (or JSON) config file strictly: nothing in it is executed, a key given twice
     is refused (:func:`nqf.pipeline.config_files.read_config_file`)."""

@@ -16,6 +16,7 @@ param, which does). Its repr is constant, so it stays so even where Snakemake sh
 """
 from __future__ import annotations
 
+import copy
 import os
 import shlex
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nqf.io.provenance import Origin, git_commit
+from nqf.pipeline.resources import JobResources
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +73,7 @@ def validated_config(workflow, argv: list[str]) -> dict:
 
     from nqf import experiments
     from nqf.errors import ConfigError
-    from nqf.pipeline.config import load_workflow_config, validate_config
+    from nqf.pipeline.config import WORKFLOW_SCHEMA, load_workflow_config, validate_config
 
     try:
         raw = load_workflow_config(
@@ -84,6 +86,12 @@ def validated_config(workflow, argv: list[str]) -> dict:
             validated, jobs_run_here=jobs_run_here(workflow, argv))
     except ConfigError as exc:
         raise WorkflowError(f"Invalid configuration: {exc}") from None
+    # Snakemake's own validation, against the one-file schema where a workflow keeps it: it refuses
+    # nothing nqf's stricter reading above accepts (that reading adds one-sentence errors, strict
+    # YAML, NaN/inf and cross-key checks), and it keeps that file a schema of every valid config.
+    from snakemake.utils import validate
+
+    validate(copy.deepcopy(validated), str(Path(workflow.basedir) / WORKFLOW_SCHEMA), set_default=False)
     return validated
 
 
@@ -124,6 +132,8 @@ class Workflow:
         # rerun trigger): a new config file that changes only figure style keeps the page
         self.verdict_identity = {key: identity[key] for key in ("sha256", "matches")}
         self.context = RunContext(config, identity, origin)
+        # every rule's mem_mb and runtime, from nqf's estimate of its job (nqf.pipeline.resources)
+        self.resources = JobResources(self.experiments)
 
     # -- wildcards and targets
 

@@ -27,3 +27,19 @@ def test_workloads_quick_subset(tmp_path):
     text = out.with_suffix(".txt").read_text()
     for word in ("matmul peak float32", "torch", "load average", "ms/step", "% peak", *rows):
         assert word in text
+
+
+def test_resources_table_of_a_run(tmp_path):
+    # benchmarks/resources.py on a fake finished run: one train job's benchmark file
+    bench = tmp_path / "results" / "benchmarks" / "train" / "featurewise"
+    bench.mkdir(parents=True)
+    (bench / "gd.tsv").write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+                                  "12.5\t0:00:12\t400.0\t1\t1\t1\t0\t0\t0\t10\n")
+    (tmp_path / "results" / "benchmarks" / "summary.tsv").write_text(
+        "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n2\t0:00:02\t150\t1\t1\t1\t0\t0\t0\t1\n")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "resources.py"), "--workdir", str(tmp_path),
+                          "--configfile", str(ROOT / "config" / "config.yaml")],
+                         capture_output=True, text=True, check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith("train "))
+    assert row.split()[1:3] == ["featurewise", "gd"] and float(row.split()[4]) == 400.0
+    assert "memory asked / peak: smallest" in out and "over 2 jobs" in out

@@ -536,3 +536,29 @@ def test_teacher_student_min_agree_steps_beyond_a_runs_steps_is_refused():
     with pytest.raises(ConfigError, match=r"^Config key 'experiments\.e\.tolerances\.min_agree_steps': is "
                                           r"100000000000000000000, more than the \d+ steps of the \w+ run"):
         experiments.check_config(cfg)
+
+
+def test_the_workflow_schema_file_is_current_and_holds_every_shipped_config():
+    # workflow/schemas/config.schema.yaml is generated (python -m nqf schema); Snakemake validates
+    # every config with it after nqf's own reading (nqf.pipeline.snakefile.validated_config)
+    import copy
+
+    from helpers import ROOT
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    from nqf.pipeline.config import WORKFLOW_SCHEMA, standalone_schema_text
+
+    path = ROOT / WORKFLOW_SCHEMA
+    assert path.read_text() == standalone_schema_text(), \
+        "workflow/schemas/config.schema.yaml is stale: python -m nqf schema > workflow/schemas/config.schema.yaml"
+    for name in ("config.yaml", "paper.yaml", "test.yaml"):
+        validate(copy.deepcopy(validate_config(load_yaml(ROOT / "config" / name))), str(path), set_default=False)
+    # a kind's own key is checked against its kind's section, not only the shared keys
+    bad = validate_config(exp())
+    bad["experiments"]["featurewise"]["steps"] = "many"
+    with pytest.raises(WorkflowError, match="'many' is not of type 'integer'"):
+        validate(bad, str(path), set_default=False)
+    bad["experiments"]["featurewise"] = {"kind": "featurewise", "r": [1.0], "unknown_key": 1}
+    with pytest.raises(WorkflowError, match="unknown_key"):
+        validate(bad, str(path), set_default=False)

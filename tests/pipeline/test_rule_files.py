@@ -70,3 +70,60 @@ def test_rule_files_hold_rules_and_calls_only():
     for path in [ROOT / "Snakefile", *RULE_FILES]:
         assert not re.search(r"^\s*(def|class) ", path.read_text(), re.M), path.name
     assert "config.clear()" not in "".join(p.read_text() for p in RULE_FILES)
+
+
+def test_every_job_rule_declares_its_software_threads_and_resources():
+    """The catalog's conventions: a conda environment per rule (workflow/envs/nqf.yaml), threads,
+    and mem_mb and runtime from nqf's estimates (nqf.pipeline.resources; tests/pipeline/test_resources.py)."""
+    rules = {(f, name): body for f, name, body in rule_blocks() if name != "all"}
+    for (f, name), body in rules.items():
+        assert '\n    conda:\n        "../envs/nqf.yaml"' in body, f"{f}:{name}"
+        assert "\n    threads: 1" in body, f"{f}:{name}"
+        assert f'mem_mb=NQF.resources.mem_mb("{name}")' in body, f"{f}:{name}"
+        assert f'runtime=NQF.resources.runtime("{name}")' in body, f"{f}:{name}"
+
+
+@pytest.mark.workflow
+def test_snakemake_lint_finds_nothing(tmp_path):
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+                           str(tmp_path), "--lint"], capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "Congratulations, your workflow is in a good condition!" in out, out[-3000:]
+    assert "Lints for" not in out, out[-3000:]
+
+
+def test_the_conda_environment_holds_the_librarys_dependencies():
+    """workflow/envs/nqf.yaml lists what pyproject.toml's `dependencies` list (conda's names:
+    pytorch for torch, matplotlib-base for matplotlib), with the same lower bounds."""
+    import tomllib
+
+    import yaml
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "workflow" / "envs" / "nqf.yaml").read_text())["dependencies"]
+    conda_name = {"torch": "pytorch", "matplotlib": "matplotlib-base"}
+
+    def split(spec):
+        name, bound = re.match(r"([A-Za-z0-9_.-]+)\s*(.*)", spec).groups()
+        return name.lower(), bound
+
+    want = {conda_name.get(n, n): b for n, b in map(split, deps)}
+    have = dict(split(s) for s in env if not s.startswith("python"))
+    assert have == want
+
+
+def test_a_job_without_nqf_installed_imports_it_from_the_checkout(tmp_path):
+    """A job in the conda environment (no nqf in it) imports nqf from the workflow's checkout
+    (workflow/scripts/_checkout.py): run in an interpreter that cannot see the installed nqf."""
+    import sys
+
+    # -S: no site-packages (and no editable-install finder), as in an environment without nqf
+    script = (f"import sys, importlib.util; assert importlib.util.find_spec('nqf') is None\n"
+              f"sys.path.append({str(ROOT / 'workflow' / 'scripts')!r})\n"
+              f"from _checkout import ensure_nqf; ensure_nqf({str(ROOT / 'workflow' / 'scripts')!r})\n"
+              f"import importlib.util; print(importlib.util.find_spec('nqf').origin)\n")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(ROOT / "nqf" / "__init__.py")

@@ -6,6 +6,12 @@ rule data:
         "results/logs/data/{exp}.log",
     benchmark:
         "results/benchmarks/data/{exp}.tsv"
+    conda:
+        "../envs/nqf.yaml"
+    threads: 1
+    resources:
+        mem_mb=NQF.resources.mem_mb("data"),
+        runtime=NQF.resources.runtime("data"),
     params:
         cfg=NQF.stage_params("data"),
         context=NQF.context,

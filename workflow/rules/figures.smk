@@ -16,6 +16,12 @@ rule figure:
         "results/logs/figures/{exp}.log",
     benchmark:
         "results/benchmarks/figure/{exp}.tsv"
+    conda:
+        "../envs/nqf.yaml"
+    threads: 1
+    resources:
+        mem_mb=NQF.resources.mem_mb("figure"),
+        runtime=NQF.resources.runtime("figure"),
     params:
         # (every param of a rule with report() outputs goes through report_params)
         cfg=report_params(NQF.stage_params("figure")),
@@ -35,6 +41,12 @@ rule summary:
         "results/logs/summary.log",
     benchmark:
         "results/benchmarks/summary.tsv"
+    conda:
+        "../envs/nqf.yaml"
+    threads: 1
+    resources:
+        mem_mb=NQF.resources.mem_mb("summary"),
+        runtime=NQF.resources.runtime("summary"),
     params:
         # sorted: reordering experiments in a config must not rerun the summary
         experiments=report_params(sorted(EXPERIMENTS)),
@@ -60,6 +72,12 @@ rule structure_figure:
         "results/logs/figures/structure_matrices.log",
     benchmark:
         "results/benchmarks/structure_figure.tsv"
+    conda:
+        "../envs/nqf.yaml"
+    threads: 1
+    resources:
+        mem_mb=NQF.resources.mem_mb("structure_figure"),
+        runtime=NQF.resources.runtime("structure_figure"),
     params:
         style=report_params(NQF.config["figures"]),
     script:
@@ -85,6 +103,12 @@ rule reproduction:
         "results/logs/reproduction.log",
     benchmark:
         "results/benchmarks/reproduction.tsv"
+    conda:
+        "../envs/nqf.yaml"
+    threads: 1
+    resources:
+        mem_mb=NQF.resources.mem_mb("reproduction"),
+        runtime=NQF.resources.runtime("reproduction"),
     params:
         experiments=report_params(NQF.reproduction_params()),
         config=report_params(NQF.verdict_identity),

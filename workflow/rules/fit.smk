@@ -10,6 +10,12 @@ rule fit:
         "results/logs/fit/{exp}.log",
     benchmark:
         "results/benchmarks/fit/{exp}.tsv"
+    conda:
+        "../envs/nqf.yaml"
+    threads: 1
+    resources:
+        mem_mb=NQF.resources.mem_mb("fit"),
+        runtime=NQF.resources.runtime("fit"),
     params:
         cfg=NQF.stage_params("fit"),
         context=NQF.context,

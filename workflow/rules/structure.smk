@@ -8,6 +8,12 @@ rule structure:
         "results/logs/structure/{exp}.log",
     benchmark:
         "results/benchmarks/structure/{exp}.tsv"
+    conda:
+        "../envs/nqf.yaml"
+    threads: 1
+    resources:
+        mem_mb=NQF.resources.mem_mb("structure"),
+        runtime=NQF.resources.runtime("structure"),
     params:
         cfg=NQF.stage_params("structure"),
         context=NQF.context,

@@ -10,11 +10,17 @@ rule train:
         "results/benchmarks/train/{exp}/{run}.tsv"
     # Trainings first: they are the long jobs, and fits and figures fill the cores at the end.
     priority: 1
-    # gpu=1 only where the job trains on CUDA (device: cuda, or auto with CUDA here), none on the
-    # CPU: `--resources gpu=1` runs one training at a time on the GPU (docs/cluster.md).
+    conda:
+        "../envs/nqf.yaml"
+    # One thread: torch gets the job's threads (nqf.pipeline.stages.train), and jobs fill the cores.
+    threads: 1
+    # Memory and runtime from nqf's estimate of this run, doubled on each retry
+    # (nqf.pipeline.resources). gpu=1 only where the job trains on CUDA (device: cuda, or auto with
+    # CUDA here), none on the CPU: `--resources gpu=1` runs one training at a time on the GPU
+    # (docs/cluster.md).
     resources:
-        runtime=60,
-        mem_mb=4000,
+        mem_mb=NQF.resources.mem_mb("train"),
+        runtime=NQF.resources.runtime("train"),
         gpu=NQF.train_gpu,
     params:
         cfg=NQF.run_params,

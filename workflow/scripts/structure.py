@@ -1,4 +1,8 @@
 """Rule structure: nqf.pipeline.stages.structure, with the rule's files and params."""
-from nqf.pipeline.job_server import run_stage
+from _checkout import ensure_nqf
+
+ensure_nqf(snakemake.scriptdir)  # noqa: F821 (injected by Snakemake)
+
+from nqf.pipeline.job_server import run_stage  # noqa: E402
 
 run_stage("structure", snakemake)  # noqa: F821 (injected by Snakemake)

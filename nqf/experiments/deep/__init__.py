@@ -129,6 +129,28 @@ def estimate(cfg: dict) -> dict:
     return largest_run(runs, steps) if runs else {"bytes": 0, "steps": steps, "what": "no model"}
 
 
+def work(cfg: dict, run: str) -> dict:
+    """What run ``run`` computes (nqf.experiments.machine.run_work): each step the network's forward
+    and backward on the training set for every init variance x seed (counted on the meta device),
+    three times (the network and its two NQFs), and each record about RECORD_STEPS steps."""
+    import torch
+
+    from nqf.experiments.machine import RECORD_STEPS, count_work, job_seeds
+    from nqf.training.deep import build_deep
+
+    rc = run_config(cfg, run)
+    R, n = len(rc["init_variance"]) * job_seeds(cfg), int(cfg["n_train"])
+
+    def step():
+        model = build_deep(rc["architecture"], rc["size"])
+        shape = (n, model.dims[0]) if rc["architecture"] == "mlp" else (n, model.D, model.seq_len)
+        W = [w.requires_grad_(True) for w in model.init(R, 1.0, torch.Generator())]
+        model.forward(W, torch.zeros(shape, dtype=torch.float64)).square().sum().backward()
+
+    flops, ops = count_work(step)
+    return {"steps": int(rc["steps"]) + RECORD_STEPS * int(cfg["n_record"]), "flops": 3 * flops, "ops": 3 * ops}
+
+
 def make_data(cfg: dict) -> xr.Dataset:
     """Per architecture: train and test inputs, the teacher's weights and targets."""
     # torch is imported where needed: the theory, fit and figure jobs run without it

@@ -125,14 +125,31 @@ def estimate(cfg: dict) -> dict:
     P, M, T, S, n = int(cfg["P"]), int(cfg["M"]), len(cfg["thetas"]), len(cfg["seeds"]), int(cfg["n_record"])
     fourier = {"M": BYTES * (M * P * (T + 1) + 3 * T * S * (M // 2 + 1) * P), "n_record": BYTES * 4 * T * S * n * P}
     raw = BYTES * 3 * len(cfg["raw_seeds"]) * M * int(cfg["raw_width"])
-    steps = cfg["steps"]  # 'auto' runs to each theta's own horizon (bounded by the window)
-    steps = max(steps) if isinstance(steps, list) else steps if isinstance(steps, int) else 1
+    try:
+        steps = max(theta_steps(cfg))  # 'auto': each theta's own horizon
+    except ConfigError:  # a steps list of the wrong length: check names it
+        steps = 1
     if raw > sum(fourier.values()):
         return {"bytes": raw, "key": "raw_width", "steps": max(int(steps), int(cfg["raw_steps"])),
                 "what": f"the raw MLP: {len(cfg['raw_seeds'])} seeds x {M} points x {cfg['raw_width']} units"}
     return {"bytes": sum(fourier.values()), "key": max(fourier, key=fourier.get),
             "steps": max(int(steps), int(cfg["raw_steps"])),
             "what": f"{T} thetas x {S} seeds of {P} modes on {M} points, {n} recorded steps"}
+
+
+def work(cfg: dict, run: str) -> dict:
+    """What run ``run`` computes (nqf.experiments.machine.run_work): the Fourier runs train each
+    theta in turn for its own steps, every seed at once on the folded grid (M/2 + 1 points) of P
+    features; the raw MLP its seeds on the M points; forward and backward are about 6 FLOPs per
+    weight and point, in about 80 torch operations a step (the profile of benchmarks/workloads.py)."""
+    from nqf.experiments.machine import RECORD_STEPS
+
+    M, S = int(cfg["M"]), len(cfg["seeds"])
+    if run == "raw_mlp":
+        steps, flops = int(cfg["raw_steps"]), 6 * len(cfg["raw_seeds"]) * M * 3 * int(cfg["raw_width"])
+    else:
+        steps, flops = sum(theta_steps(cfg)), 6 * S * (M // 2 + 1) * 2 * int(cfg["P"])
+    return {"steps": steps + RECORD_STEPS * int(cfg["n_record"]), "flops": float(flops), "ops": 80}
 
 
 def check(cfg: dict) -> list[tuple[str, str]]:

@@ -113,6 +113,19 @@ def estimate(cfg: dict) -> dict:
                         for a in cfg["architectures"]], max(int(cfg["steps"][a]) for a in cfg["architectures"]))
 
 
+def work(cfg: dict, run: str) -> dict:
+    """What run ``run`` computes (nqf.experiments.machine.run_work): one block of steps per optimizer,
+    each step the replicas of its module (counted on the meta device) and of its NQF (as many
+    operations, far fewer FLOPs), and each record about RECORD_STEPS steps."""
+    from nqf.experiments.machine import RECORD_STEPS, job_seeds, module_work
+
+    flops, ops = module_work(run, cfg["sizes"][run], job_seeds(cfg) * len(cfg["eps"]), int(cfg["n_samples"]),
+                             {"n_outputs": int(cfg["n_outputs"])})
+    blocks = len(cfg["optimizers"])
+    return {"steps": blocks * (int(cfg["steps"][run]) + RECORD_STEPS * int(cfg["n_record"])), "flops": flops,
+            "ops": 2 * ops}
+
+
 def check(cfg: dict) -> list[tuple[str, str]]:
     """Sizes that must fit together: each module must build, and the rank-r teacher needs
     r <= the student's width d, r <= the output dimension and r <= the input dimension."""

@@ -193,6 +193,27 @@ def estimate(cfg: dict) -> dict:
     return out
 
 
+def work(cfg: dict, run: str) -> dict:
+    """What run ``run`` computes (nqf.experiments.machine.run_work): each step the seeds' module on
+    its training images (counted on the meta device) and its NQF (as many operations), each record
+    about RECORD_STEPS steps. The screen run, per screened reading: the NQF trained alone (the
+    module's operations, few FLOPs) and, at each record, the module's forward on the training and
+    test images (a third of a step's FLOPs per image)."""
+    from nqf.experiments.machine import RECORD_STEPS, module_work
+
+    rc = run_config(cfg, run)
+    side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
+    n_train, n_record = int(rc["n_train"]), int(cfg["n_record"])
+    flops, ops = module_work(rc["architecture"], rc["size"], len(cfg["seeds"]), n_train,
+                             {"image": side, "n_outputs": 1})
+    if run != SCREEN:
+        return {"steps": int(rc["steps"]) + RECORD_STEPS * n_record, "flops": flops, "ops": 2 * ops}
+    readings = len(rc["screen"])
+    evaluated = flops / 3 * (n_train + int(cfg["n_test"])) / n_train
+    return {"steps": readings * int(rc["steps"]), "flops": 0.0, "ops": ops,
+            "flops_once": readings * n_record * evaluated}
+
+
 def _npz_part(path, arrays: dict, n: int, images: int) -> dict:
     """The estimate's part for an .npz read whole (its arrays in their dtypes, and the labels as
     int64), added to the ``images`` bytes of the ``n`` images the run keeps."""

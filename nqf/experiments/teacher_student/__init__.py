@@ -117,6 +117,17 @@ def estimate(cfg: dict) -> dict:
                        max(int(cfg["steps"][a]) for a in cfg["architectures"]))
 
 
+def work(cfg: dict, run: str) -> dict:
+    """What run ``run`` computes (nqf.experiments.machine.run_work): each online step a fresh
+    minibatch and the probe set through the seeds' module (counted on the meta device, forward
+    and backward: a bound) and its NQF (as many operations, far fewer FLOPs)."""
+    from nqf.experiments.machine import job_seeds, module_work
+
+    flops, ops = module_work(run, cfg["sizes"][run], job_seeds(cfg), int(cfg["batch_size"]) + int(cfg["n_probe"]),
+                             {"n_outputs": 1})
+    return {"steps": int(cfg["steps"][run]), "flops": flops, "ops": 2 * ops}
+
+
 def probe_inputs(data: xr.Dataset, arch: str):
     """The probe inputs of one architecture, as the module takes them."""
     # torch is imported where needed: the fit and figure jobs run without it

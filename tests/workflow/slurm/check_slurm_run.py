@@ -4,7 +4,12 @@
    and log file of every submission; each such job was allocated and exited 0 according to
    slurmctld's own log; and the union of the outputs the jobs' SLURM logs report covers every
    planned output (a grouped SLURM job runs several snakemake jobs and reports all of them).
-2. The SLURM run's results equal a local run's: the same NetCDF files, each data variable and
+2. Each SLURM job asked for what nqf estimates for the jobs it ran (nqf.pipeline.resources, as
+   the dry run prints them): its memory (scontrol's MinMemoryNode) and time limit (TimeLimit)
+   equal the single job's request, or for a group lie between the largest of its jobs' requests
+   and their sum (Snakemake sums memory over the jobs a group runs side by side and runtime over
+   its sequential layers).
+3. The SLURM run's results equal a local run's: the same NetCDF files, each data variable and
    coordinate equal by xarray.testing.assert_allclose (attrs such as history differ), and the
    same summary.csv rows and verdicts.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -78,6 +84,67 @@ def check_jobs(plan_log: Path, snakemake_log: Path, slurmctld_log: Path) -> list
     return errors
 
 
+JOB_BLOCK = re.compile(r"^\s*(?:local)?rule \w+:\n(?:\s+\w[\w ]*:.*\n)*", re.M)
+RESOURCE = re.compile(r"\b(runtime|mem_mb)=(\d+)")
+
+
+def planned_requests(plan_log: Path) -> dict[str, tuple[int, int]]:
+    """First output file of each planned job -> (mem_mb, runtime) the dry run printed for it."""
+    out = {}
+    for block in JOB_BLOCK.findall(plan_log.read_text()):
+        files = outputs(block)
+        found = dict(RESOURCE.findall(block.split("resources:", 1)[-1])) if "resources:" in block else {}
+        if files and {"runtime", "mem_mb"} <= found.keys():
+            first = OUTPUT_LINE.search(block).group(1).split(",")[0].strip()
+            out[first] = (int(found["mem_mb"]), int(found["runtime"]))
+    return out
+
+
+def minutes(limit: str) -> int:
+    """SLURM's TimeLimit ('[days-]hours:minutes:seconds' or 'minutes') in minutes."""
+    days, _, clock = limit.rpartition("-")
+    parts = [int(v) for v in clock.split(":")]
+    h, m, s = ([0] * (3 - len(parts)) + parts) if len(parts) > 1 else (0, parts[0], 0)
+    return int(days or 0) * 1440 + h * 60 + m + (s > 0)
+
+
+def check_requests(plan_log: Path, snakemake_log: Path) -> list[str]:
+    """Each SLURM job's memory and time limit against nqf's requests for the jobs it ran."""
+    plan = planned_requests(plan_log)
+    if not plan:
+        return [f"the dry run in {plan_log} printed no job with mem_mb and runtime"]
+    errors, rows = [], []
+    for job, sid, logfile in SUBMITTED.findall(snakemake_log.read_text()):
+        path = Path(logfile)
+        if not path.is_file():
+            continue  # check_jobs names it
+        members = []
+        for block in JOB_BLOCK.findall(path.read_text(errors="replace")):
+            hit = OUTPUT_LINE.search(block)
+            if hit and hit.group(1).split(",")[0].strip() in plan:
+                members.append(plan[hit.group(1).split(",")[0].strip()])
+        proc = subprocess.run(["scontrol", "show", "job", "-o", sid], capture_output=True, text=True)
+        fields = dict(f.split("=", 1) for f in proc.stdout.split() if "=" in f)
+        if proc.returncode != 0 or "TimeLimit" not in fields or "MinMemoryNode" not in fields:
+            errors.append(f"scontrol knows no memory and time limit of SLURM job {sid}: {proc.stderr.strip()[:200]}")
+            continue
+        if not members:
+            errors.append(f"SLURM job {sid} (snakemake job {job}) ran no planned job")
+            continue
+        mem = int(re.match(r"(\d+)", fields["MinMemoryNode"]).group(1)) * (1024 if fields["MinMemoryNode"].endswith("G") else 1)
+        limit = minutes(fields["TimeLimit"])
+        for what, asked, values in (("memory (MB)", mem, [m for m, _ in members]),
+                                    ("time limit (min)", limit, [r for _, r in members])):
+            low, high = max(values), sum(values)
+            if not low <= asked <= high:
+                errors.append(f"SLURM job {sid} asked for {what} {asked}; its {len(values)} jobs' requests are "
+                              f"{values} (expected between {low} and {high})")
+        rows.append((sid, len(members), mem, sum(m for m, _ in members), limit, sum(r for _, r in members)))
+    print(f"requests: {len(rows)} SLURM jobs, each asked for nqf's requests of its jobs: "
+          f"{not errors}; (job, jobs, mem asked, mem sum, minutes asked, minutes sum): {rows[:12]}")
+    return errors
+
+
 def check_results(slurm_run: Path, local_run: Path) -> list[str]:
     res_s, res_l = slurm_run / "results", local_run / "results"
     files_s = {p.relative_to(res_s) for p in res_s.rglob("*.nc")}
@@ -127,6 +194,7 @@ def main(argv=None) -> int:
     ap.add_argument("--local-run", type=Path, required=True, help="workdir of the local run")
     args = ap.parse_args(argv)
     errors = check_jobs(args.plan, args.snakemake_log, args.slurmctld_log)
+    errors += check_requests(args.plan, args.snakemake_log)
     errors += check_results(args.slurm_run, args.local_run)
     for e in errors:
         print("ERROR:", e, file=sys.stderr)

@@ -15,8 +15,9 @@
 #    node to be idle and checks that a trivial batch job runs;
 # 3. runs the DAG on CONFIG through snakemake-executor-plugin-slurm with profiles/slurm;
 # 4. runs the same CONFIG locally in a second scratch folder;
-# 5. tests/workflow/slurm/check_slurm_run.py: every planned job ran inside a SLURM job and every NetCDF
-#    of the SLURM run equals its local twin (xarray.testing.assert_allclose).
+# 5. tests/workflow/slurm/check_slurm_run.py: every planned job ran inside a SLURM job, asking for
+#    the memory and time nqf estimates for it (as the dry run prints them), and every NetCDF of the
+#    SLURM run equals its local twin (xarray.testing.assert_allclose).
 # The daemons it started are stopped by their process ids on exit (trap); nothing else is
 # killed. Environment: NQF_PYTHON (python with nqf and the plugin; default .venv/bin/python),
 # NQF_SLURM_SCRATCH (scratch folder; default a new /tmp/nqf_slurm.XXXXXX, removed on success
@@ -167,8 +168,9 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
-# Finished jobs stay visible to squeue for 5 min: the executor polls with squeue.
-MinJobAge=300
+# Finished jobs stay visible to squeue and scontrol for an hour: the executor polls with squeue,
+# and the checks read each job's memory and time limit with scontrol after the run.
+MinJobAge=3600
 SlurmctldTimeout=30
 SlurmdTimeout=60
 InactiveLimit=0

@@ -1,0 +1,112 @@
+"""What each job asks a cluster for: memory and runtime from nqf's own estimate of that job.
+
+Every rule's ``mem_mb`` and ``runtime`` are functions of the job's wildcards and of its attempt
+(Snakemake's callable resources), so a SLURM submission asks for what the job needs, not one
+guess for all:
+
+* **memory** (MB): :data:`BASE_MB` (the process with torch, NumPy, xarray and netCDF4 loaded and
+  its small buffers, measured) plus :data:`MEMORY_FACTOR` times the experiment's estimate
+  (:func:`nqf.experiments.machine.estimate`: the float64 arrays its largest run holds at once,
+  the floor that ``nqf check-config`` reports) for the jobs that hold an experiment's arrays
+  (data, structure, theory, train, fit, figure); the others hold no more than the process.
+* **runtime** (minutes): for a training run, :data:`RUNTIME_FACTOR` times the seconds of
+  :func:`nqf.experiments.machine.run_seconds` (its steps, the FLOPs and torch operations of each,
+  counted by :func:`nqf.experiments.machine.run_work`), at least :data:`MIN_MINUTES`; for the
+  other stages, which train nothing, :data:`STAGE_MINUTES`.
+* **attempts**: both double with each attempt (``attempt`` 1, 2, 3, ...), so a job that a
+  cluster killed for its time or memory is resubmitted with twice as much when the run allows
+  retries (``retries:`` in profiles/slurm and profiles/slurm-gpu).
+
+A grouped SLURM job asks for what Snakemake sums over its jobs (memory over those it runs side
+by side, runtime over its sequential layers). Each estimate is computed once per snakemake call
+and job. ``benchmarks/resources.py`` sets these requests beside a run's measured peaks.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# Measured on the default run, one job per process (NQF_JOB_SERVER=off; benchmarks/resources.py):
+# a job that imports torch peaks at 390-410 MB with (almost) no arrays of its own (featurewise,
+# collapse), and the small experiments' jobs (estimates under 15 MB) at most 225 MB above that;
+# BASE_MB covers both. An estimate is a floor (the largest arrays only): torch's buffers and
+# temporaries come on top, and the jobs with the largest estimates (real_data's 94 MB) peaked at
+# up to 6.1 times their estimate above the process (its structure job: 976 MB); MEMORY_FACTOR is
+# that with a 30 % margin. A job that still needs more is retried with twice as much.
+BASE_MB = 600
+MEMORY_FACTOR = 8.0
+# A training run's runtime request over the runtime model's seconds (a bound for one CPU thread).
+RUNTIME_FACTOR = 2.0
+# The smallest runtime a job asks for: a job's own start on a node (Python, snakemake, imports)
+# takes up to a minute on a loaded node; SLURM counts whole minutes.
+MIN_MINUTES = 5
+# Minutes of the stages that train nothing (the default run's longest such job took under a minute).
+STAGE_MINUTES = 10
+# Each attempt after a failed one asks for GROWTH times the one before.
+GROWTH = 2
+# Stages whose jobs hold one experiment's arrays (its data, structure matrices, recorded runs).
+EXPERIMENT_STAGES = ("data", "structure", "theory", "train", "fit", "figure")
+
+
+def grown(value: float, attempt: int) -> int:
+    """``value`` for attempt ``attempt`` (1 for the first): GROWTH**(attempt - 1) times it, rounded up."""
+    return int(math.ceil(value * GROWTH ** (max(int(attempt), 1) - 1)))
+
+
+def memory_mb(estimate_bytes: float) -> float:
+    """Memory in MB of a job whose arrays are ``estimate_bytes`` by nqf's estimate."""
+    return BASE_MB + MEMORY_FACTOR * float(estimate_bytes) / 1e6
+
+
+def train_minutes(seconds: float) -> float:
+    """Runtime in minutes of a training job the runtime model puts at ``seconds``."""
+    return max(MIN_MINUTES, RUNTIME_FACTOR * float(seconds) / 60.0)
+
+
+class JobResources:
+    """The ``mem_mb`` and ``runtime`` functions of every rule, for the experiments of one
+    validated config (``experiments``: id -> experiment config)."""
+
+    def __init__(self, experiments: Mapping[str, Mapping[str, Any]]):
+        self.experiments = experiments
+        self._estimates: dict[str, dict] = {}
+        self._seconds: dict[tuple[str, str], float] = {}
+
+    def estimate(self, exp: str) -> dict:
+        """nqf's estimate of the largest run of experiment ``exp`` (computed once)."""
+        if exp not in self._estimates:
+            from nqf.experiments import kind_of
+            from nqf.experiments.machine import estimate
+
+            cfg = dict(self.experiments[exp])
+            self._estimates[exp] = estimate(kind_of(cfg), cfg)
+        return self._estimates[exp]
+
+    def train_seconds(self, exp: str, run: str) -> float:
+        """The runtime model's seconds of training run ``run`` of ``exp`` (computed once)."""
+        if (exp, run) not in self._seconds:
+            from nqf.experiments import kind_of
+            from nqf.experiments.machine import run_seconds, run_work
+
+            cfg = dict(self.experiments[exp])
+            self._seconds[exp, run] = run_seconds(run_work(kind_of(cfg), cfg, run))
+        return self._seconds[exp, run]
+
+    def mem_mb(self, stage: str):
+        """The rule ``stage``'s ``mem_mb``: a function of the job's wildcards and attempt."""
+        def mem_mb(wildcards, attempt: int = 1) -> int:
+            exp = getattr(wildcards, "exp", None)
+            held = self.estimate(exp)["bytes"] if stage in EXPERIMENT_STAGES and exp is not None else 0
+            return grown(memory_mb(held), attempt)
+
+        return mem_mb
+
+    def runtime(self, stage: str):
+        """The rule ``stage``'s ``runtime`` in minutes: a function of the job's wildcards and attempt."""
+        def runtime(wildcards, attempt: int = 1) -> int:
+            if stage == "train":
+                return grown(train_minutes(self.train_seconds(wildcards.exp, wildcards.run)), attempt)
+            return grown(STAGE_MINUTES, attempt)
+
+        return runtime

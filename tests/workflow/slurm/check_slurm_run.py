@@ -118,11 +118,12 @@ def check_requests(plan_log: Path, snakemake_log: Path) -> list[str]:
         path = Path(logfile)
         if not path.is_file():
             continue  # check_jobs names it
-        members = []
+        members = {}  # by first output: the log describes a job twice (the group's and its own run)
         for block in JOB_BLOCK.findall(path.read_text(errors="replace")):
             hit = OUTPUT_LINE.search(block)
             if hit and hit.group(1).split(",")[0].strip() in plan:
-                members.append(plan[hit.group(1).split(",")[0].strip()])
+                members[hit.group(1).split(",")[0].strip()] = plan[hit.group(1).split(",")[0].strip()]
+        members = list(members.values())
         proc = subprocess.run(["scontrol", "show", "job", "-o", sid], capture_output=True, text=True)
         fields = dict(f.split("=", 1) for f in proc.stdout.split() if "=" in f)
         if proc.returncode != 0 or "TimeLimit" not in fields or "MinMemoryNode" not in fields:
@@ -140,8 +141,12 @@ def check_requests(plan_log: Path, snakemake_log: Path) -> list[str]:
                 errors.append(f"SLURM job {sid} asked for {what} {asked}; its {len(values)} jobs' requests are "
                               f"{values} (expected between {low} and {high})")
         rows.append((sid, len(members), mem, sum(m for m, _ in members), limit, sum(r for _, r in members)))
-    print(f"requests: {len(rows)} SLURM jobs, each asked for nqf's requests of its jobs: "
-          f"{not errors}; (job, jobs, mem asked, mem sum, minutes asked, minutes sum): {rows[:12]}")
+    single = sum(1 for row in rows if row[1] == 1)
+    if not single:
+        errors.append("no SLURM job ran a single snakemake job: no request was checked exactly")
+    print(f"requests: {len(rows)} SLURM jobs ({single} of one job, checked exactly), each asked for nqf's "
+          f"requests of its jobs: {not errors}; (job, jobs, mem asked, mem sum, minutes asked, minutes sum): "
+          f"{rows[:12]}")
     return errors
 
 

@@ -244,9 +244,11 @@ t0=$SECONDS
 # larger nodes). This cluster has no accounting: squeue status polling, and no account
 # (--slurm-no-account is a no-op in plugin 2.8.0, which finds no account to guess and submits
 # without -A).
-# Successful jobs' SLURM logs are kept: they are the evidence checked below.
+# Successful jobs' SLURM logs are kept: they are the evidence checked below. Each training run
+# is its own SLURM job (--group-components train=1), so its memory and time limit are checked
+# against nqf's request exactly; the other groups hold several jobs (checked within bounds).
 timeout -s INT -k 120 "$RUN_TIMEOUT" "${SNAKE[@]}" --directory "$BASE/slurm_run" \
-    --workflow-profile "$ROOT/profiles/slurm" --cores "$NCPU" \
+    --workflow-profile "$ROOT/profiles/slurm" --cores "$NCPU" --group-components train=1 \
     --slurm-no-account --slurm-status-command squeue \
     --slurm-init-seconds-before-status-checks 5 \
     --slurm-keep-successful-logs --slurm-logdir "$BASE/slurm_run/slurm_logs" \

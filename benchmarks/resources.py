@@ -25,8 +25,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nqf.experiments import kind_of, run_ids  # noqa: E402
-from nqf.experiments.machine import run_seconds, run_work  # noqa: E402
+from nqf.experiments import run_ids  # noqa: E402
+from nqf.experiments.machine import run_seconds  # noqa: E402
 from nqf.pipeline import resources as R  # noqa: E402
 from nqf.pipeline.config import validate_config  # noqa: E402
 
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
         total = 0.0
         pjobs = R.JobResources(paper["experiments"])
         for exp, ecfg in paper["experiments"].items():
-            secs = [run_seconds(run_work(kind_of(ecfg), ecfg, r)) for r in run_ids(ecfg)]
+            secs = [run_seconds(R.run_work(ecfg, r)) for r in run_ids(ecfg)]
             total += sum(secs)
             mem = pjobs.mem_mb("train")(SimpleNamespace(exp=exp, run=run_ids(ecfg)[0]), 1)
             lines.append(f"  {exp:30s} {len(secs):3d} runs {sum(secs):9.0f} s (largest run {max(secs):7.0f} s) "

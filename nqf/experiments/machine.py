@@ -242,17 +242,13 @@ GENERIC_FLOPS_PER_VALUE, GENERIC_OPS = 10, 200
 
 
 def run_work(kind: ModuleType, exp: dict, run: str) -> dict:
-    """The work of training run ``run`` of ``exp``: {"steps": steps it trains in all (records
+    """The work of training run ``run`` of ``exp`` (a run id without a seed block: the caller narrows
+    ``exp`` to a block's seeds, nqf.pipeline.resources.run_work): {"steps": steps it trains in all (records
     included), "flops": FLOPs per step, "ops": torch operations per step, and optionally
     "flops_once": FLOPs outside the steps (evaluations)}, from the kind's
     ``work(cfg, run)`` hook, else from its estimate of the largest run (:func:`generic_work`)."""
-    from nqf.experiments import split_run_id
-
-    base, block = split_run_id(exp, run)
-    if block is not None:  # one block of seeds_per_job seeds: the run holds those seeds only
-        exp = {**exp, "seeds": list(block), "seeds_per_job": "all"}
     own = hook(kind, "work")
-    return own(exp, base) if own is not None else generic_work(estimate(kind, exp))
+    return own(exp, run) if own is not None else generic_work(estimate(kind, exp))
 
 
 def generic_work(est: dict) -> dict:

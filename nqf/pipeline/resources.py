@@ -64,6 +64,19 @@ def train_minutes(seconds: float) -> float:
     return max(MIN_MINUTES, RUNTIME_FACTOR * float(seconds) / 60.0)
 
 
+def run_work(exp: Mapping[str, Any], run: str) -> dict:
+    """:func:`nqf.experiments.machine.run_work` of run ``run`` of the experiment config ``exp``; a
+    seed block's run (``seeds_per_job``) counts its own seeds only."""
+    from nqf.experiments import kind_of, split_run_id
+    from nqf.experiments.machine import run_work as kind_run_work
+
+    cfg = dict(exp)
+    base, block = split_run_id(cfg, run)
+    if block is not None:
+        cfg = {**cfg, "seeds": list(block), "seeds_per_job": "all"}
+    return kind_run_work(kind_of(cfg), cfg, base)
+
+
 class JobResources:
     """The ``mem_mb`` and ``runtime`` functions of every rule, for the experiments of one
     validated config (``experiments``: id -> experiment config)."""
@@ -86,11 +99,9 @@ class JobResources:
     def train_seconds(self, exp: str, run: str) -> float:
         """The runtime model's seconds of training run ``run`` of ``exp`` (computed once)."""
         if (exp, run) not in self._seconds:
-            from nqf.experiments import kind_of
-            from nqf.experiments.machine import run_seconds, run_work
+            from nqf.experiments.machine import run_seconds
 
-            cfg = dict(self.experiments[exp])
-            self._seconds[exp, run] = run_seconds(run_work(kind_of(cfg), cfg, run))
+            self._seconds[exp, run] = run_seconds(run_work(self.experiments[exp], run))
         return self._seconds[exp, run]
 
     def mem_mb(self, stage: str):

@@ -68,7 +68,7 @@ def test_every_run_of_every_kind_has_a_work():
     kinds = set()
     for exp in [*DEFAULT_CONFIG["experiments"].values(), *TEST_CONFIG["experiments"].values()]:
         for run in run_ids(exp):
-            work = M.run_work(kind_of(exp), exp, run)
+            work = R.run_work(exp, run)
             assert work["steps"] >= 1 and work["flops"] >= 0 and work["ops"] >= 1, (exp["kind"], run, work)
             kinds.add(exp["kind"])
     assert len(kinds) == 12
@@ -79,7 +79,7 @@ def test_a_seed_block_counts_its_own_seeds():
     blocks = [r for r in run_ids(exp) if r.startswith("mlp.")]
     assert len(blocks) >= 2
     whole = dict(exp, seeds_per_job="all")
-    one, all_ = M.run_work(kind_of(exp), exp, blocks[0]), M.run_work(kind_of(exp), whole, "mlp")
+    one, all_ = R.run_work(exp, blocks[0]), R.run_work(whole, "mlp")
     per_block = len(exp["seeds"]) // len(blocks)
     assert one["flops"] == pytest.approx(all_["flops"] * per_block / len(exp["seeds"]), rel=0.05)
 
@@ -102,7 +102,7 @@ def test_requests_grow_with_each_attempt():
     mem, rt = jobs.mem_mb("train"), jobs.runtime("train")
     assert mem(wc, 1) == int(-(-(R.BASE_MB + R.MEMORY_FACTOR * est["bytes"] / 1e6) // 1))
     assert mem(wc, 2) == int(-(-2 * (R.BASE_MB + R.MEMORY_FACTOR * est["bytes"] / 1e6) // 1))
-    seconds = M.run_seconds(M.run_work(kind_of(TEST_CONFIG["experiments"][exp]), TEST_CONFIG["experiments"][exp], run))
+    seconds = M.run_seconds(R.run_work(TEST_CONFIG["experiments"][exp], run))
     assert rt(wc, 1) == int(-(-max(R.MIN_MINUTES, R.RUNTIME_FACTOR * seconds / 60) // 1))
     assert rt(wc, 3) == int(-(-4 * max(R.MIN_MINUTES, R.RUNTIME_FACTOR * seconds / 60) // 1))
     # stages without an experiment hold no arrays of one; stages that train nothing ask STAGE_MINUTES

@@ -102,15 +102,15 @@ def main(argv=None) -> int:
     if args.paper:
         paper = validate_config(yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()))
         lines += ["", "config/paper.yaml: the runtime model per experiment (seconds on one CPU thread, summed "
-                      "over its training runs) and the memory asked by its largest training run"]
+                      "over its training runs) and the largest memory one of its training runs asks for"]
         total = 0.0
         pjobs = R.JobResources(paper["experiments"])
         for exp, ecfg in paper["experiments"].items():
             secs = [run_seconds(R.run_work(ecfg, r)) for r in run_ids(ecfg)]
             total += sum(secs)
-            mem = pjobs.mem_mb("train")(SimpleNamespace(exp=exp, run=run_ids(ecfg)[0]), 1)
+            mem = max(pjobs.mem_mb("train")(SimpleNamespace(exp=exp, run=r), 1) for r in run_ids(ecfg))
             lines.append(f"  {exp:30s} {len(secs):3d} runs {sum(secs):9.0f} s (largest run {max(secs):7.0f} s) "
-                         f"mem_mb {mem}")
+                         f"largest mem_mb {mem}")
         lines.append(f"  total {total:.0f} s of training on one thread ({total / 3600:.2f} h)")
     text = "\n".join(lines) + "\n"
     print(text)

@@ -169,41 +169,60 @@ def module_run(arch: str, size: dict, replicas: int, held: int, per_step: int, s
     return {"bytes": sum(parts.values()), "key": max(parts, key=parts.get), "what": what}
 
 
-def count_work(step, device: str = "meta") -> tuple[float, int]:
-    """(FLOPs, torch operations) of ``step()`` run on ``device`` (by default torch's meta device:
-    shapes only, nothing computed): FLOPs of its matrix products and convolutions by
-    ``torch.utils.flop_counter``, operations by a dispatch mode. (0, 0) when it fails (e.g. sizes
-    that do not build, which the kind's own check names, or a step that reads its values)."""
+def count_work(step, device: str = "meta") -> tuple[float, int, float]:
+    """(FLOPs, torch operations, bytes) of ``step()`` run on ``device`` (by default torch's meta
+    device: shapes only, nothing computed): FLOPs of its matrix products and convolutions by
+    ``torch.utils.flop_counter``; operations, and the most bytes that the tensors they return
+    (views excluded) hold at once, by a dispatch mode that follows each tensor until it is
+    freed (the activations autograd keeps for the backward pass included). (0, 0, 0) when it
+    fails (e.g. sizes that do not build, which the kind's own check names, or a step that reads
+    its values)."""
+    import weakref
+
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import FlopCounterMode
 
     class Count(TorchDispatchMode):
-        n = 0
+        n, live, nbytes = 0, 0, 0  # operations; bytes of the step's tensors alive now, at most
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.n += 1
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            returns = func._schema.returns
+            for i, t in enumerate(tree_leaves(out)):
+                aliased = i < len(returns) and returns[i].alias_info is not None  # a view: no new memory
+                if isinstance(t, torch.Tensor) and not aliased:
+                    size = t.numel() * t.element_size()
+                    self.live += size
+                    weakref.finalize(t, self._free, size)
+            self.nbytes = max(self.nbytes, self.live)
+            return out
+
+        def _free(self, size):
+            self.live -= size
 
     flops, ops = FlopCounterMode(display=False), Count()
     try:
         with torch.device(device), flops, ops:
             step()
     except (ValueError, TypeError, RuntimeError, NotImplementedError):
-        return 0.0, 0
-    return float(flops.get_total_flops()), int(ops.n)
+        return 0.0, 0, 0.0
+    return float(flops.get_total_flops()), int(ops.n), float(ops.nbytes)
 
 
 # Samples of the step module_work runs for real where the meta device cannot run it.
 PROBE_SAMPLES = 8
 
 
-def module_work(arch: str, size: dict, replicas: int, samples: int, build_kwargs: dict) -> tuple[float, int]:
-    """(FLOPs, torch operations) of one training step of ``replicas`` copies of the module ``arch``
-    at ``size`` on ``samples`` inputs: its batched forward and backward (``forward_replicas``, as
-    the trainers call it), by :func:`count_work` on the meta device; a module whose forward reads
-    values (the attention's softmax shift) is run for real on PROBE_SAMPLES inputs on the CPU, its
-    FLOPs scaled to ``samples`` (they grow linearly with the samples)."""
+def module_work(arch: str, size: dict, replicas: int, samples: int, build_kwargs: dict) -> tuple[float, int, float]:
+    """(FLOPs, torch operations, bytes) of one training step of ``replicas`` copies of the module
+    ``arch`` at ``size`` on ``samples`` inputs: its batched forward and backward
+    (``forward_replicas``, as the trainers call it), by :func:`count_work` on the meta device (in
+    the module's float64); a module whose forward reads values (the attention's softmax shift) is
+    run for real on PROBE_SAMPLES inputs on the CPU, its FLOPs and bytes scaled to ``samples``
+    (they grow linearly with the samples)."""
     import torch
 
     from nqf.architectures import build
@@ -217,12 +236,12 @@ def module_work(arch: str, size: dict, replicas: int, samples: int, build_kwargs
         W = W0.expand(int(replicas), *W0.shape).clone().requires_grad_(True)
         module.forward_replicas(W, x).square().sum().backward()
 
-    flops, ops = count_work(lambda: step(samples))
+    flops, ops, nbytes = count_work(lambda: step(samples))
     if ops == 0:
         n = min(int(samples), PROBE_SAMPLES)
-        flops, ops = count_work(lambda: step(n), device="cpu")
-        flops *= int(samples) / n
-    return flops, ops
+        flops, ops, nbytes = count_work(lambda: step(n), device="cpu")
+        flops, nbytes = flops * int(samples) / n, nbytes * int(samples) / n
+    return flops, ops, nbytes
 
 
 # The runtime model of a training run (:func:`run_seconds`): a step costs OP_SECONDS per torch
@@ -245,7 +264,8 @@ def run_work(kind: ModuleType, exp: dict, run: str) -> dict:
     """The work of training run ``run`` of ``exp`` (a run id without a seed block: the caller narrows
     ``exp`` to a block's seeds, nqf.pipeline.resources.run_work): {"steps": steps it trains in all (records
     included), "flops": FLOPs per step, "ops": torch operations per step, and optionally
-    "flops_once": FLOPs outside the steps (evaluations)}, from the kind's
+    "flops_once": FLOPs outside the steps (evaluations) and "bytes": what a step's operations
+    return (its module's activations and gradients, beside the arrays of the estimate)}, from the kind's
     ``work(cfg, run)`` hook, else from its estimate of the largest run (:func:`generic_work`)."""
     own = hook(kind, "work")
     return own(exp, run) if own is not None else generic_work(estimate(kind, exp))

@@ -4,11 +4,13 @@ Every rule's ``mem_mb`` and ``runtime`` are functions of the job's wildcards and
 (Snakemake's callable resources), so a SLURM submission asks for what the job needs, not one
 guess for all:
 
-* **memory** (MB): :data:`BASE_MB` (the process with torch, NumPy, xarray and netCDF4 loaded and
-  its small buffers, measured) plus :data:`MEMORY_FACTOR` times the experiment's estimate
+* **memory** (MB): :data:`BASE_MB` (the process with torch, NumPy, xarray and netCDF4 loaded, and
+  a stage's own arrays, measured) plus :data:`MEMORY_FACTOR` times the experiment's estimate
   (:func:`nqf.experiments.machine.estimate`: the float64 arrays its largest run holds at once,
   the floor that ``nqf check-config`` reports) for the jobs that hold an experiment's arrays
-  (data, structure, theory, train, fit, figure); the others hold no more than the process.
+  (data, structure, theory, train, fit, figure), a training run's step (its activations and
+  gradients at their peak, :func:`nqf.experiments.machine.run_work`) added; the others hold no
+  more than the process.
 * **runtime** (minutes): for a training run, :data:`RUNTIME_FACTOR` times the seconds of
   :func:`nqf.experiments.machine.run_seconds` (its steps, the FLOPs and torch operations of each,
   counted by :func:`nqf.experiments.machine.run_work`), at least :data:`MIN_MINUTES`; for the
@@ -29,13 +31,14 @@ from typing import Any
 
 # Measured on the default run, one job per process (NQF_JOB_SERVER=off; benchmarks/resources.py):
 # a job that imports torch peaks at 390-410 MB with (almost) no arrays of its own (featurewise,
-# collapse), and the small experiments' jobs (estimates under 15 MB) at most 225 MB above that;
-# BASE_MB covers both. An estimate is a floor (the largest arrays only): torch's buffers and
-# temporaries come on top, and the jobs with the largest estimates (real_data's 94 MB) peaked at
-# up to 6.1 times their estimate above the process (its structure job: 976 MB); MEMORY_FACTOR is
-# that with a 30 % margin. A job that still needs more is retried with twice as much.
-BASE_MB = 600
-MEMORY_FACTOR = 8.0
+# collapse), and the stages hold arrays the estimate does not count (real_data's structure job,
+# A(x) statistics of 94 MB of images, peaked at 976 MB): BASE_MB covers both. A training run also
+# holds its step's activations and gradients (the "bytes" of its work, counted on the meta device)
+# for the module and its NQF: the largest default trainings peaked at up to 1.68 times (estimate +
+# step bytes) above the process (real_data_raw_pixels' CNN, 784 MB), hence MEMORY_FACTOR 2. A job
+# that still needs more is retried with twice as much.
+BASE_MB = 1000
+MEMORY_FACTOR = 2.0
 # A training run's runtime request over the runtime model's seconds (a bound for one CPU thread).
 RUNTIME_FACTOR = 2.0
 # The smallest runtime a job asks for: a job's own start on a node (Python, snakemake, imports)
@@ -84,7 +87,7 @@ class JobResources:
     def __init__(self, experiments: Mapping[str, Mapping[str, Any]]):
         self.experiments = experiments
         self._estimates: dict[str, dict] = {}
-        self._seconds: dict[tuple[str, str], float] = {}
+        self._work: dict[tuple[str, str], dict] = {}
 
     def estimate(self, exp: str) -> dict:
         """nqf's estimate of the largest run of experiment ``exp`` (computed once)."""
@@ -96,19 +99,25 @@ class JobResources:
             self._estimates[exp] = estimate(kind_of(cfg), cfg)
         return self._estimates[exp]
 
-    def train_seconds(self, exp: str, run: str) -> float:
-        """The runtime model's seconds of training run ``run`` of ``exp`` (computed once)."""
-        if (exp, run) not in self._seconds:
-            from nqf.experiments.machine import run_seconds
+    def work(self, exp: str, run: str) -> dict:
+        """:func:`run_work` of training run ``run`` of ``exp`` (computed once)."""
+        if (exp, run) not in self._work:
+            self._work[exp, run] = run_work(self.experiments[exp], run)
+        return self._work[exp, run]
 
-            self._seconds[exp, run] = run_seconds(run_work(self.experiments[exp], run))
-        return self._seconds[exp, run]
+    def train_seconds(self, exp: str, run: str) -> float:
+        """The runtime model's seconds of training run ``run`` of ``exp``."""
+        from nqf.experiments.machine import run_seconds
+
+        return run_seconds(self.work(exp, run))
 
     def mem_mb(self, stage: str):
         """The rule ``stage``'s ``mem_mb``: a function of the job's wildcards and attempt."""
         def mem_mb(wildcards, attempt: int = 1) -> int:
             exp = getattr(wildcards, "exp", None)
             held = self.estimate(exp)["bytes"] if stage in EXPERIMENT_STAGES and exp is not None else 0
+            if stage == "train":
+                held += self.work(exp, wildcards.run).get("bytes", 0.0)
             return grown(memory_mb(held), attempt)
 
         return mem_mb

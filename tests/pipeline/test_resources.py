@@ -33,26 +33,45 @@ def test_meta_device_counts_equal_a_real_step():
         return fc.get_total_flops()
 
     for arch, size in (("mlp", {"D": 6, "width": 8}), ("cnn", {"image": [5, 6], "kernel": [3, 3], "width": 4})):
-        flops, ops = M.module_work(arch, size, 3, 40, {"n_outputs": 2})
+        flops, ops, nbytes = M.module_work(arch, size, 3, 40, {"n_outputs": 2})
         assert flops == real(arch, size, 40, 3) > 0
-        assert ops > 10
-        # FLOPs grow with the replicas and the samples, the operations do not
-        flops2, ops2 = M.module_work(arch, size, 6, 80, {"n_outputs": 2})
+        assert ops > 10 and nbytes > 0
+        # FLOPs and activations grow with the replicas and the samples, the operations do not
+        flops2, ops2, nbytes2 = M.module_work(arch, size, 6, 80, {"n_outputs": 2})
         assert flops2 == pytest.approx(4 * flops, rel=0.05) and ops2 == ops
+        assert 2 * nbytes < nbytes2 <= 4 * nbytes
 
 
 def test_a_module_whose_forward_reads_values_is_counted_on_a_probe_batch():
     # the attention's softmax shift reads its logits, which the meta device does not hold
     size = {"d_k": 4}
-    flops, ops = M.module_work("qk_self_attention", size, 2, 64, {"image": (8, 8), "n_outputs": 1})
-    probe, _ = M.count_work(lambda: None)
-    assert probe == 0.0
-    small, _ = M.module_work("qk_self_attention", size, 2, M.PROBE_SAMPLES, {"image": (8, 8), "n_outputs": 1})
+    flops, ops, nbytes = M.module_work("qk_self_attention", size, 2, 64, {"image": (8, 8), "n_outputs": 1})
+    assert M.count_work(lambda: None) == (0.0, 0, 0.0)
+    small, _, small_bytes = M.module_work("qk_self_attention", size, 2, M.PROBE_SAMPLES,
+                                          {"image": (8, 8), "n_outputs": 1})
     assert ops > 10 and flops == pytest.approx(small * 64 / M.PROBE_SAMPLES)
+    assert nbytes == pytest.approx(small_bytes * 64 / M.PROBE_SAMPLES)
+
+
+def test_the_bytes_of_a_step_are_those_alive_at_once():
+    # two float64 tensors of 1000 values: the first freed before the second is made, 8000 bytes at
+    # most; both kept, 16000; a view of one adds nothing
+    def one_after_the_other():
+        a = torch.empty(1000, dtype=torch.float64)
+        del a
+        return torch.empty(1000, dtype=torch.float64)
+
+    def both():
+        a, b = torch.empty(1000, dtype=torch.float64), torch.empty(1000, dtype=torch.float64)
+        return a, b, b.view(10, 100)
+
+    kept = []
+    assert M.count_work(one_after_the_other, device="cpu")[2] == 8000
+    assert M.count_work(lambda: kept.append(both()), device="cpu")[2] == 16000
 
 
 def test_sizes_that_do_not_build_count_nothing():
-    assert M.module_work("cnn", {"image": [4, 5], "kernel": [15, 15], "width": 4}, 1, 8, {}) == (0.0, 0)
+    assert M.module_work("cnn", {"image": [4, 5], "kernel": [15, 15], "width": 4}, 1, 8, {}) == (0.0, 0, 0.0)
 
 
 def test_the_runtime_model():

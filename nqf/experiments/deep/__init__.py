@@ -147,8 +147,9 @@ def work(cfg: dict, run: str) -> dict:
         W = [w.requires_grad_(True) for w in model.init(R, 1.0, torch.Generator())]
         model.forward(W, torch.zeros(shape, dtype=torch.float64)).square().sum().backward()
 
-    flops, ops = count_work(step)
-    return {"steps": int(rc["steps"]) + RECORD_STEPS * int(cfg["n_record"]), "flops": 3 * flops, "ops": 3 * ops}
+    flops, ops, nbytes = count_work(step)
+    return {"steps": int(rc["steps"]) + RECORD_STEPS * int(cfg["n_record"]), "flops": 3 * flops, "ops": 3 * ops,
+            "bytes": 3 * nbytes}
 
 
 def make_data(cfg: dict) -> xr.Dataset:

@@ -119,11 +119,11 @@ def work(cfg: dict, run: str) -> dict:
     operations, far fewer FLOPs), and each record about RECORD_STEPS steps."""
     from nqf.experiments.machine import RECORD_STEPS, job_seeds, module_work
 
-    flops, ops = module_work(run, cfg["sizes"][run], job_seeds(cfg) * len(cfg["eps"]), int(cfg["n_samples"]),
+    flops, ops, nbytes = module_work(run, cfg["sizes"][run], job_seeds(cfg) * len(cfg["eps"]), int(cfg["n_samples"]),
                              {"n_outputs": int(cfg["n_outputs"])})
     blocks = len(cfg["optimizers"])
     return {"steps": blocks * (int(cfg["steps"][run]) + RECORD_STEPS * int(cfg["n_record"])), "flops": flops,
-            "ops": 2 * ops}
+            "ops": 2 * ops, "bytes": nbytes}
 
 
 def check(cfg: dict) -> list[tuple[str, str]]:

@@ -204,14 +204,14 @@ def work(cfg: dict, run: str) -> dict:
     rc = run_config(cfg, run)
     side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
     n_train, n_record = int(rc["n_train"]), int(cfg["n_record"])
-    flops, ops = module_work(rc["architecture"], rc["size"], len(cfg["seeds"]), n_train,
+    flops, ops, nbytes = module_work(rc["architecture"], rc["size"], len(cfg["seeds"]), n_train,
                              {"image": side, "n_outputs": 1})
     if run != SCREEN:
-        return {"steps": int(rc["steps"]) + RECORD_STEPS * n_record, "flops": flops, "ops": 2 * ops}
+        return {"steps": int(rc["steps"]) + RECORD_STEPS * n_record, "flops": flops, "ops": 2 * ops, "bytes": nbytes}
     readings = len(rc["screen"])
     evaluated = flops / 3 * (n_train + int(cfg["n_test"])) / n_train
     return {"steps": readings * int(rc["steps"]), "flops": 0.0, "ops": ops,
-            "flops_once": readings * n_record * evaluated}
+            "flops_once": readings * n_record * evaluated, "bytes": nbytes}
 
 
 def _npz_part(path, arrays: dict, n: int, images: int) -> dict:

@@ -123,9 +123,9 @@ def work(cfg: dict, run: str) -> dict:
     and backward: a bound) and its NQF (as many operations, far fewer FLOPs)."""
     from nqf.experiments.machine import job_seeds, module_work
 
-    flops, ops = module_work(run, cfg["sizes"][run], job_seeds(cfg), int(cfg["batch_size"]) + int(cfg["n_probe"]),
+    flops, ops, nbytes = module_work(run, cfg["sizes"][run], job_seeds(cfg), int(cfg["batch_size"]) + int(cfg["n_probe"]),
                              {"n_outputs": 1})
-    return {"steps": int(cfg["steps"][run]), "flops": flops, "ops": 2 * ops}
+    return {"steps": int(cfg["steps"][run]), "flops": flops, "ops": 2 * ops, "bytes": nbytes}
 
 
 def probe_inputs(data: xr.Dataset, arch: str):

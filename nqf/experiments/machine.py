@@ -246,9 +246,10 @@ def module_work(arch: str, size: dict, replicas: int, samples: int, build_kwargs
 
 # The runtime model of a training run (:func:`run_seconds`): a step costs OP_SECONDS per torch
 # operation (dispatch, autograd and small kernels on one CPU thread: 5-20 us measured, the
-# overhead-bound loops of benchmarks/results/workloads.txt) plus its FLOPs at FLOP_RATE (about
-# 20 % of one core's float32 matrix-product peak; measured loops run at 2-50 %); a job adds
-# STARTUP_SECONDS (the imports, reading its data, writing its file).
+# overhead-bound loops of benchmarks/results/workloads.txt) plus its FLOPs at FLOP_RATE in float32
+# (about 20 % of one core's matrix-product peak, 94 GFLOP/s; measured loops run at 2-50 %) and half
+# that in float64, whose peak is half (45 GFLOP/s; paper.yaml's float64 nqf_approximation modules
+# ran at 6-13 %); a job adds STARTUP_SECONDS (the imports, reading its data, writing its file).
 OP_SECONDS = 20e-6
 FLOP_RATE = 20e9
 STARTUP_SECONDS = 30.0
@@ -264,11 +265,13 @@ def run_work(kind: ModuleType, exp: dict, run: str) -> dict:
     """The work of training run ``run`` of ``exp`` (a run id without a seed block: the caller narrows
     ``exp`` to a block's seeds, nqf.pipeline.resources.run_work): {"steps": steps it trains in all (records
     included), "flops": FLOPs per step, "ops": torch operations per step, and optionally
-    "flops_once": FLOPs outside the steps (evaluations) and "bytes": what a step's operations
-    return (its module's activations and gradients, beside the arrays of the estimate)}, from the kind's
+    "flops_once": FLOPs outside the steps (evaluations), "bytes": what a step's operations
+    return (its module's activations and gradients, beside the arrays of the estimate) and
+    "dtype": the run's float type (default: the config's ``dtype``, else float64)}, from the kind's
     ``work(cfg, run)`` hook, else from its estimate of the largest run (:func:`generic_work`)."""
     own = hook(kind, "work")
-    return own(exp, run) if own is not None else generic_work(estimate(kind, exp))
+    work = own(exp, run) if own is not None else generic_work(estimate(kind, exp))
+    return {"dtype": str(exp.get("dtype", "float64")), **work}
 
 
 def generic_work(est: dict) -> dict:
@@ -280,8 +283,9 @@ def generic_work(est: dict) -> dict:
 def run_seconds(work: dict) -> float:
     """Seconds one training job takes by the runtime model above (a bound for one CPU thread, not
     a prediction: GPUs and large products run faster)."""
-    return (STARTUP_SECONDS + work["steps"] * (work["ops"] * OP_SECONDS + work["flops"] / FLOP_RATE)
-            + work.get("flops_once", 0.0) / FLOP_RATE)
+    rate = FLOP_RATE / (2 if work.get("dtype", "float64") == "float64" else 1)
+    return (STARTUP_SECONDS + work["steps"] * (work["ops"] * OP_SECONDS + work["flops"] / rate)
+            + work.get("flops_once", 0.0) / rate)
 
 
 def largest_run(estimates: list[dict], steps: int) -> dict:

@@ -75,9 +75,12 @@ def test_sizes_that_do_not_build_count_nothing():
 
 
 def test_the_runtime_model():
-    work = {"steps": 1000, "flops": 2e9, "ops": 100}
+    work = {"steps": 1000, "flops": 2e9, "ops": 100, "dtype": "float32"}
     assert M.run_seconds(work) == pytest.approx(M.STARTUP_SECONDS + 1000 * (100 * M.OP_SECONDS + 2e9 / M.FLOP_RATE))
     assert M.run_seconds({**work, "flops_once": 4e10}) == pytest.approx(M.run_seconds(work) + 4e10 / M.FLOP_RATE)
+    # float64 products at half the rate (half the peak)
+    assert M.run_seconds({**work, "dtype": "float64"}) == pytest.approx(
+        M.STARTUP_SECONDS + 1000 * (100 * M.OP_SECONDS + 2 * 2e9 / M.FLOP_RATE))
     assert M.generic_work({"bytes": 800, "steps": 7}) == {"steps": 7, "flops": 10 * 100, "ops": M.GENERIC_OPS}
 
 

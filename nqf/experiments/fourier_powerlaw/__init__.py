@@ -149,7 +149,8 @@ def work(cfg: dict, run: str) -> dict:
         steps, flops = int(cfg["raw_steps"]), 6 * len(cfg["raw_seeds"]) * M * 3 * int(cfg["raw_width"])
     else:
         steps, flops = sum(theta_steps(cfg)), 6 * S * (M // 2 + 1) * 2 * int(cfg["P"])
-    return {"steps": steps + RECORD_STEPS * int(cfg["n_record"]), "flops": float(flops), "ops": 80}
+    dtype = cfg.get("dtype" if run == "nqf" else "mlp_dtype", "float64")  # as _dtype
+    return {"steps": steps + RECORD_STEPS * int(cfg["n_record"]), "flops": float(flops), "ops": 80, "dtype": dtype}
 
 
 def check(cfg: dict) -> list[tuple[str, str]]:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nqf.experiments import run_ids  # noqa: E402
-from nqf.experiments.machine import run_seconds  # noqa: E402
+from nqf.experiments.work import run_seconds  # noqa: E402
 from nqf.pipeline import resources as R  # noqa: E402
 from nqf.pipeline.config import validate_config  # noqa: E402
 

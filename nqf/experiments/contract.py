@@ -75,7 +75,7 @@ OPTIONAL = {
                 "checked against the machine before any job (default: nqf.experiments.machine.generic_estimate)",
     "work": "work(cfg, run) -> {'steps': .., 'flops': .., 'ops': ..}: what training run `run` computes (its steps "
             "in all, FLOPs and torch operations per step), for the cluster runtime it asks for "
-            "(default: nqf.experiments.machine.generic_work of its estimate)",
+            "(default: nqf.experiments.work.generic_work of its estimate)",
     # facts read by the result checks (nqf.pipeline.verify_stage) and the reproduction page
     "NONFINITE": "stage -> {variable name pattern: why}: variables of its data, structure or run files that hold "
                  "NaN/inf by design (padding of ragged records, losses after a divergence it tolerates)",

@@ -9,11 +9,11 @@ guess for all:
   (:func:`nqf.experiments.machine.estimate`: the float64 arrays its largest run holds at once,
   the floor that ``nqf check-config`` reports) for the jobs that hold an experiment's arrays
   (data, structure, theory, train, fit, figure), a training run's step (its activations and
-  gradients at their peak, :func:`nqf.experiments.machine.run_work`) added; the others hold no
+  gradients at their peak, :func:`nqf.experiments.work.run_work`) added; the others hold no
   more than the process.
 * **runtime** (minutes): for a training run, :data:`RUNTIME_FACTOR` times the seconds of
-  :func:`nqf.experiments.machine.run_seconds` (its steps, the FLOPs and torch operations of each,
-  counted by :func:`nqf.experiments.machine.run_work`), at least :data:`MIN_MINUTES`; for the
+  :func:`nqf.experiments.work.run_seconds` (its steps, the FLOPs and torch operations of each,
+  counted by :func:`nqf.experiments.work.run_work`), at least :data:`MIN_MINUTES`; for the
   other stages, which train nothing, :data:`STAGE_MINUTES`.
 * **attempts**: both double with each attempt (``attempt`` 1, 2, 3, ...), so a job that a
   cluster killed for its time or memory is resubmitted with twice as much when the run allows
@@ -68,10 +68,10 @@ def train_minutes(seconds: float) -> float:
 
 
 def run_work(exp: Mapping[str, Any], run: str) -> dict:
-    """:func:`nqf.experiments.machine.run_work` of run ``run`` of the experiment config ``exp``; a
+    """:func:`nqf.experiments.work.run_work` of run ``run`` of the experiment config ``exp``; a
     seed block's run (``seeds_per_job``) counts its own seeds only."""
     from nqf.experiments import kind_of, split_run_id
-    from nqf.experiments.machine import run_work as kind_run_work
+    from nqf.experiments.work import run_work as kind_run_work
 
     cfg = dict(exp)
     base, block = split_run_id(cfg, run)
@@ -107,7 +107,7 @@ class JobResources:
 
     def train_seconds(self, exp: str, run: str) -> float:
         """The runtime model's seconds of training run ``run`` of ``exp``."""
-        from nqf.experiments.machine import run_seconds
+        from nqf.experiments.work import run_seconds
 
         return run_seconds(self.work(exp, run))
 

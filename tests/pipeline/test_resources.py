@@ -12,8 +12,8 @@ from helpers import ROOT, snakemake
 from torch.utils.flop_counter import FlopCounterMode
 
 from nqf.architectures import build
-from nqf.experiments import kind_of, run_ids
-from nqf.experiments import machine as M
+from nqf.experiments import kind_of, machine, run_ids
+from nqf.experiments import work as M
 from nqf.pipeline import resources as R
 from nqf.pipeline.config import validate_config
 
@@ -120,7 +120,7 @@ def test_requests_grow_with_each_attempt():
     exp = "featurewise" if "featurewise" in TEST_CONFIG["experiments"] else next(iter(TEST_CONFIG["experiments"]))
     run = run_ids(TEST_CONFIG["experiments"][exp])[0]
     wc = SimpleNamespace(exp=exp, run=run)
-    est = M.estimate(kind_of(TEST_CONFIG["experiments"][exp]), TEST_CONFIG["experiments"][exp])
+    est = machine.estimate(kind_of(TEST_CONFIG["experiments"][exp]), TEST_CONFIG["experiments"][exp])
     mem, rt = jobs.mem_mb("train"), jobs.runtime("train")
     assert mem(wc, 1) == int(-(-(R.BASE_MB + R.MEMORY_FACTOR * est["bytes"] / 1e6) // 1))
     assert mem(wc, 2) == int(-(-2 * (R.BASE_MB + R.MEMORY_FACTOR * est["bytes"] / 1e6) // 1))

@@ -130,12 +130,13 @@ def estimate(cfg: dict) -> dict:
 
 
 def work(cfg: dict, run: str) -> dict:
-    """What run ``run`` computes (nqf.experiments.machine.run_work): each step the network's forward
+    """What run ``run`` computes (nqf.experiments.work.run_work): each step the network's forward
     and backward on the training set for every init variance x seed (counted on the meta device),
     three times (the network and its two NQFs), and each record about RECORD_STEPS steps."""
     import torch
 
-    from nqf.experiments.machine import RECORD_STEPS, count_work, job_seeds
+    from nqf.experiments.machine import job_seeds
+    from nqf.experiments.work import RECORD_STEPS, count_work
     from nqf.training.deep import build_deep
 
     rc = run_config(cfg, run)

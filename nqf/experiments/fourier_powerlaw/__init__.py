@@ -138,11 +138,11 @@ def estimate(cfg: dict) -> dict:
 
 
 def work(cfg: dict, run: str) -> dict:
-    """What run ``run`` computes (nqf.experiments.machine.run_work): the Fourier runs train each
+    """What run ``run`` computes (nqf.experiments.work.run_work): the Fourier runs train each
     theta in turn for its own steps, every seed at once on the folded grid (M/2 + 1 points) of P
     features; the raw MLP its seeds on the M points; forward and backward are about 6 FLOPs per
     weight and point, in about 80 torch operations a step (the profile of benchmarks/workloads.py)."""
-    from nqf.experiments.machine import RECORD_STEPS
+    from nqf.experiments.work import RECORD_STEPS
 
     M, S = int(cfg["M"]), len(cfg["seeds"])
     if run == "raw_mlp":

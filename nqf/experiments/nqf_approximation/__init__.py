@@ -114,10 +114,11 @@ def estimate(cfg: dict) -> dict:
 
 
 def work(cfg: dict, run: str) -> dict:
-    """What run ``run`` computes (nqf.experiments.machine.run_work): one block of steps per optimizer,
+    """What run ``run`` computes (nqf.experiments.work.run_work): one block of steps per optimizer,
     each step the replicas of its module (counted on the meta device) and of its NQF (as many
     operations, far fewer FLOPs), and each record about RECORD_STEPS steps."""
-    from nqf.experiments.machine import RECORD_STEPS, job_seeds, module_work
+    from nqf.experiments.machine import job_seeds
+    from nqf.experiments.work import RECORD_STEPS, module_work
 
     flops, ops, nbytes = module_work(run, cfg["sizes"][run], job_seeds(cfg) * len(cfg["eps"]), int(cfg["n_samples"]),
                              {"n_outputs": int(cfg["n_outputs"])})

@@ -194,12 +194,12 @@ def estimate(cfg: dict) -> dict:
 
 
 def work(cfg: dict, run: str) -> dict:
-    """What run ``run`` computes (nqf.experiments.machine.run_work): each step the seeds' module on
+    """What run ``run`` computes (nqf.experiments.work.run_work): each step the seeds' module on
     its training images (counted on the meta device) and its NQF (as many operations), each record
     about RECORD_STEPS steps. The screen run, per screened reading: the NQF trained alone (the
     module's operations, few FLOPs) and, at each record, the module's forward on the training and
     test images (a third of a step's FLOPs per image)."""
-    from nqf.experiments.machine import RECORD_STEPS, module_work
+    from nqf.experiments.work import RECORD_STEPS, module_work
 
     rc = run_config(cfg, run)
     side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)

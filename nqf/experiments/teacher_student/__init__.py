@@ -118,10 +118,11 @@ def estimate(cfg: dict) -> dict:
 
 
 def work(cfg: dict, run: str) -> dict:
-    """What run ``run`` computes (nqf.experiments.machine.run_work): each online step a fresh
+    """What run ``run`` computes (nqf.experiments.work.run_work): each online step a fresh
     minibatch and the probe set through the seeds' module (counted on the meta device, forward
     and backward: a bound) and its NQF (as many operations, far fewer FLOPs)."""
-    from nqf.experiments.machine import job_seeds, module_work
+    from nqf.experiments.machine import job_seeds
+    from nqf.experiments.work import module_work
 
     flops, ops, nbytes = module_work(run, cfg["sizes"][run], job_seeds(cfg), int(cfg["batch_size"]) + int(cfg["n_probe"]),
                              {"n_outputs": 1})

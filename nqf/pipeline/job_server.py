@@ -18,7 +18,9 @@ and writes is the same either way: the child runs the same function on the same 
   server stops with the run (``onsuccess``/``onerror``) or when the snakemake process is gone.
 * **Benchmarks:** Snakemake's benchmark files measure the job's own process tree, which no longer
   holds the work: with the server their ``s`` (wall time) is right, but ``cpu_time`` and memory
-  are the client's. Set ``NQF_JOB_SERVER=off`` to measure jobs one process each.
+  are the client's. The server writes what each child used to ``results/benchmarks/jobs.tsv``
+  (:data:`USAGE_FILE`: rule, output, wall and CPU seconds, peak resident memory, which counts the
+  pages shared with the server, exit status; one line per job, appended). Set ``NQF_JOB_SERVER=off`` to measure jobs one process each.
 * **Safety:** the socket lives in a new folder only its user can enter (mode 0700), and the
   server takes requests from that user only.
 """
@@ -36,6 +38,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 ENV_SWITCH = "NQF_JOB_SERVER"  # "off" (or 0/no/false) keeps every job in its own process
@@ -52,6 +55,10 @@ PRELOAD = (
 # a run of fewer jobs starts no server: its imports (~3.5 s of CPU) would cost more than the
 # 1-2.5 s that each job saves
 MIN_JOBS = 4
+
+# what each job's child used, one line per job (relative to the job's working directory)
+USAGE_FILE = os.path.join("results", "benchmarks", "jobs.tsv")
+USAGE_COLUMNS = ("rule", "output", "wall_s", "cpu_s", "user_s", "system_s", "max_rss_mb", "exit_status")
 
 _HEADER = struct.Struct("!Q")
 _server: dict = {}
@@ -207,6 +214,7 @@ def serve(listener: socket.socket, parent: int, preload=PRELOAD) -> None:
     gc.collect()
     gc.freeze()
     running: dict[int, tuple[socket.socket, int | None]] = {}  # pid -> (connection, pidfd)
+    jobs: dict[int, tuple] = {}  # pid -> (start time, request) for the usage record
     pidfds = hasattr(os, "pidfd_open")
     while os.getppid() == parent:
         watched = [listener] + [c for c, _ in running.values()] + [fd for _, fd in running.values() if fd is not None]
@@ -215,13 +223,18 @@ def serve(listener: socket.socket, parent: int, preload=PRELOAD) -> None:
         if listener in readable:
             conn, _ = listener.accept()
             inherited = [listener, conn] + [c for c, _ in running.values()]
-            child = _start_job(conn, inherited, [fd for _, fd in running.values() if fd is not None])
-            if child is not None:
+            clock = time.monotonic()
+            started = _start_job(conn, inherited, [fd for _, fd in running.values() if fd is not None])
+            if started is not None:
+                child, request = started
                 running[child] = (conn, os.pidfd_open(child) if pidfds else None)
+                jobs[child] = (clock, request)
         for child, (conn, fd) in list(running.items()):
-            pid, status = os.waitpid(child, os.WNOHANG)
+            pid, status, usage = os.wait4(child, os.WNOHANG)
             if pid:
-                _send(conn, b"X", os.waitstatus_to_exitcode(status))
+                code = os.waitstatus_to_exitcode(status)
+                _record_usage(*jobs.pop(child), usage, code)
+                _send(conn, b"X", code)
                 conn.close()
                 if fd is not None:
                     os.close(fd)
@@ -261,10 +274,10 @@ def _peer_is_us(conn: socket.socket) -> bool:
     return struct.unpack("3i", creds)[1] == os.getuid()
 
 
-def _start_job(conn: socket.socket, inherited: list[socket.socket], pidfds: list[int]) -> int | None:
+def _start_job(conn: socket.socket, inherited: list[socket.socket], pidfds: list[int]) -> tuple[int, tuple] | None:
     """Read one request from ``conn`` and fork its child, which closes the server's sockets
-    (``inherited``) and process handles (``pidfds``); the child's pid (None: a refused or
-    malformed request, whose job then runs in its own process)."""
+    (``inherited``) and process handles (``pidfds``); the child's pid and the request (None: a
+    refused or malformed request, whose job then runs in its own process)."""
     if not _peer_is_us(conn):
         conn.close()
         return None
@@ -296,7 +309,28 @@ def _start_job(conn: socket.socket, inherited: list[socket.socket], pidfds: list
     for fd in fds:
         os.close(fd)
     _send(conn, b"P", child)
-    return child
+    return child, request
+
+
+def _record_usage(started: float, request, usage, code: int) -> None:
+    """Append what a job's child used (``usage``, its ``resource.struct_rusage``) to the
+    :data:`USAGE_FILE` under the job's working directory; a file that cannot be written is skipped
+    (the record is for people, the job's result does not depend on it)."""
+    name, smk, cwd = request[:3]
+    outputs = list(getattr(smk, "output", None) or [])
+    row = (name, str(outputs[0]) if outputs else "", f"{time.monotonic() - started:.3f}",
+           f"{usage.ru_utime + usage.ru_stime:.3f}", f"{usage.ru_utime:.3f}", f"{usage.ru_stime:.3f}",
+           f"{usage.ru_maxrss / 1024:.1f}", str(code))  # ru_maxrss: KiB on Linux
+    path = os.path.join(cwd, USAGE_FILE)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        new = not os.path.exists(path)
+        with open(path, "a") as f:
+            if new:
+                f.write("\t".join(USAGE_COLUMNS) + "\n")
+            f.write("\t".join(row) + "\n")
+    except OSError:
+        pass
 
 
 def _child(request, fds) -> int:

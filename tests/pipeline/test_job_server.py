@@ -36,6 +36,10 @@ def fake_stage(name, smk):
         raise ValueError("a bug in the stage")
     elif name == "sleep":
         time.sleep(60)
+    elif name == "spin":
+        end = time.process_time() + smk["cpu_s"]
+        while time.process_time() < end:
+            pass
 
 
 @pytest.fixture
@@ -85,6 +89,34 @@ def test_a_job_writes_to_its_own_streams(server, capfd):
     job_server.run_stage("print", {})
     captured = capfd.readouterr()
     assert "to stdout from the job" in captured.out and "to stderr from the job" in captured.err
+
+
+class Smk(dict):
+    """A stand-in snakemake object with outputs."""
+    output = ("results/out.nc",)
+
+
+def test_what_each_job_used_is_written_to_the_usage_file(server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    job_server.run_stage("spin", Smk(cpu_s=0.3))
+    with pytest.raises(SystemExit):
+        job_server.run_stage("exit", {"code": 3})
+    usage = tmp_path / job_server.USAGE_FILE
+    for _ in range(100):  # the server writes the line after it answers the job
+        lines = usage.read_text().splitlines() if usage.exists() else []
+        if len(lines) == 3:
+            break
+        time.sleep(0.02)
+    rows = [dict(zip(lines[0].split("\t"), line.split("\t"))) for line in lines[1:]]
+    assert lines[0].split("\t") == list(job_server.USAGE_COLUMNS)
+    spin, failed = rows
+    assert spin["rule"] == "spin" and spin["output"] == "results/out.nc" and spin["exit_status"] == "0"
+    # the child spun 0.3 s of CPU (process_time counts user + system); the clock's tick is 10 ms
+    assert float(spin["cpu_s"]) >= 0.3 - 0.02
+    assert float(spin["wall_s"]) > 0  # (not >= cpu_s: a job's threads, BLAS's among them, add CPU)
+    assert float(spin["cpu_s"]) == pytest.approx(float(spin["user_s"]) + float(spin["system_s"]), abs=2e-3)
+    assert float(spin["max_rss_mb"]) > 0
+    assert failed["rule"] == "exit" and failed["output"] == "" and failed["exit_status"] == "3"
 
 
 @pytest.mark.parametrize("code", [1, 3])

@@ -45,15 +45,20 @@ ENV_SWITCH = "NQF_JOB_SERVER"  # "off" (or 0/no/false) keeps every job in its ow
 ENV_SOCKET = "NQF_JOB_SERVER_SOCKET"  # set by start() for the jobs of this run
 OFF = {"off", "0", "no", "false"}
 
-# what the stages import, loaded once by the server (a module missing here is loaded by the job)
+# what the stages import, loaded once by the server (a module missing here is loaded by the job).
+# Besides nqf's own imports, what they pull in on first use, measured in the jobs' children
+# (sys.modules after a stage against before): every stage's first xarray open imports dask.array
+# (xarray looks for chunk managers; ~1 s of CPU), jinja2 and psutil come with Snakemake's script
+# object, and a training's first torch optimizer imports torch._dynamo with sympy (~2.5 s).
 PRELOAD = (
     "numpy", "scipy.integrate", "scipy.optimize", "scipy.stats", "xarray", "netCDF4", "torch",
+    "torch._dynamo", "dask.array", "jinja2", "psutil", "yaml",
     "matplotlib.pyplot", "snakemake.script", "nqf.pipeline.stages", "nqf.experiments", "nqf.training",
     "nqf.plotting", "nqf.io.netcdf", "nqf.pipeline.verify_stage", "nqf.pipeline.reproduction",
 )
 
-# a run of fewer jobs starts no server: its imports (~3.5 s of CPU) would cost more than the
-# 1-2.5 s that each job saves
+# a run of fewer jobs starts no server: its imports (~7 s of CPU on a 2-core machine whose float32
+# matmul peak was 57 GFLOP/s) would cost more than the 0.6-4 s that each job saves
 MIN_JOBS = 4
 
 # what each job's child used, one line per job (relative to the job's working directory)

@@ -251,3 +251,38 @@ def test_jobs_get_the_allocator_settings_unless_the_environment_has_its_own():
     environ = {"MALLOC_TRIM_THRESHOLD_": "0"}
     tune_allocator(environ)
     assert environ == {**ALLOCATOR_SETTINGS, "MALLOC_TRIM_THRESHOLD_": "0"}
+
+
+PRELOAD_PROBE = r"""
+import sys, numpy as np, torch, xarray as xr
+from nqf.pipeline import job_server
+job_server._preload(job_server.PRELOAD)
+before = set(sys.modules)
+import nqf
+from nqf.io.netcdf import open_result, write_dataset
+torch.manual_seed(0)
+x = torch.randn(20, 3, dtype=torch.float64)
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)).double()
+ds = nqf.train(model, (x[:, :1] ** 2).numpy(), x=x, units={"0.weight": 0, "2.weight": 1}, lr=0.05, steps=5,
+               optimizer=sys.argv[2])
+write_dataset(ds, sys.argv[1], config={}, title="probe")
+open_result(sys.argv[1]).load()
+new = set(sys.modules) - before
+# the packages measured to cost a job 0.3-2.5 s of CPU each when it loads them itself
+heavy = ("dask", "sympy", "torch._dynamo", "torch._inductor", "jinja2", "psutil", "scipy", "xarray", "netCDF4",
+         "matplotlib")
+print(" ".join(sorted(m for m in new if any(m == h or m.startswith(h + ".") for h in heavy))))
+"""
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "adam"])
+def test_the_server_preloads_every_package_a_training_and_its_file_load(tmp_path, optimizer):
+    """A job in a child of the server loads none of the heavy packages itself: the server preloaded
+    them (a torch optimizer's first use imports torch._dynamo and sympy, ~2.5 s of CPU; an xarray
+    open imports dask, ~1 s)."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", PRELOAD_PROBE, str(tmp_path / "run.nc"), optimizer],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == ""

@@ -44,3 +44,20 @@ def test_results_are_the_same_without_the_server(finished, tmp_path):
     for exp in EXPERIMENTS:
         claims = f"results/figures/{exp}.claims.csv"
         assert (tmp_path / "off" / claims).read_text() == (work / claims).read_text()
+
+
+def test_the_server_records_what_each_job_used(finished):
+    """results/benchmarks/jobs.tsv: one line per job the server ran, every training among them."""
+    work, _ = finished
+    import csv
+
+    with open(work / "results" / "benchmarks" / "jobs.tsv") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    outputs = {row["output"]: row for row in rows}
+    runs = sorted(str(p.relative_to(work)) for p in (work / "results" / "runs").rglob("*.nc"))
+    assert runs and set(runs) <= set(outputs)
+    for run in runs:
+        row = outputs[run]
+        assert row["rule"] == "train" and row["exit_status"] == "0"
+        assert float(row["cpu_s"]) > 0 and float(row["wall_s"]) > 0 and float(row["max_rss_mb"]) > 0
+    assert {row["rule"] for row in rows} >= {"data", "structure", "theory", "train", "fit", "figure"}

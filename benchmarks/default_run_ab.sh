@@ -17,17 +17,12 @@ out="${3:-$root/benchmarks/results/default_run_ab.txt}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 py="$root/.venv/bin/python"
-peak() { "$py" -c '
-import time, torch
+# the peak as benchmarks/workloads.py measures it (its matmul_peak), one torch thread
+peak() { PYTHONPATH="$root/benchmarks" "$py" -c '
+import torch
+from workloads import matmul_peak
 torch.set_num_threads(1)
-a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-best = 0.0
-for _ in range(5):
-    t = time.perf_counter()
-    for _ in range(10):
-        a @ b
-    best = max(best, 2 * 1024**3 * 10 / (time.perf_counter() - t) / 1e9)
-print(f"float32 matmul peak, one thread: {best:.1f} GFLOP/s")'; }
+print(f"float32 matmul peak, one thread: {matmul_peak(torch.float32, (512, 1024), 10):.1f} GFLOP/s")'; }
 {
   echo "Default run A/B on $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); snakemake --cores 2, job server on"
   for commit in "$before" "$after"; do

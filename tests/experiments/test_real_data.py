@@ -99,7 +99,7 @@ def data():
 @pytest.mark.parametrize("arch", ARCHS)
 def test_nqf_is_the_small_weight_expansion_on_digits(data, arch):
     cfg = experiment_config("real_data")
-    module, x, _, _ = rd._prepared(data, arch, cfg["sizes"][arch], rd.n_train_of(cfg, arch))
+    module, x, _, _ = rd.prepared(data, arch, cfg["sizes"][arch], rd.n_train_of(cfg, arch))
     G = torch.randn(module.p, module.width, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     f0 = module.forward_with(torch.zeros_like(G), x)
     errs = []
@@ -115,7 +115,7 @@ def test_least_squares_floor_is_reached_by_unit_weights(data, arch):
     """E* of the least-squares floor, written as one unit per singular triplet (balanced), gives
     the floor as the NQF's train loss: the floor is what the NQF can reach, not a looser bound."""
     cfg = experiment_config("real_data")
-    module, x, _, _ = rd._prepared(data, arch, cfg["sizes"][arch], rd.n_train_of(cfg, arch))
+    module, x, _, _ = rd.prepared(data, arch, cfg["sizes"][arch], rd.n_train_of(cfg, arch))
     y = data["y_train"].values
     form = module.structure(x)
     f0 = module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x)[:, 0].numpy()
@@ -368,7 +368,7 @@ def test_per_architecture_training_sets():
     cfg = experiment_config("real_data", n_train={"mlp": 120, "cnn": 60, "qk_self_attention": 60})
     data = rd.make_data(stage_config(cfg, "data"))
     assert data.sizes["sample"] == 120 and rd.n_train_of(cfg, "cnn") == 60
-    _, x, _, y = rd._prepared(data, "cnn", cfg["sizes"]["cnn"], rd.n_train_of(cfg, "cnn"))
+    _, x, _, y = rd.prepared(data, "cnn", cfg["sizes"]["cnn"], rd.n_train_of(cfg, "cnn"))
     assert x.shape[0] == 60 and np.array_equal(y, data["y_train"].values[:60])
     run = rd.train_run(data, run_config(dict(cfg, steps={a: 3 for a in ARCHS}), "cnn"), "cnn", device="cpu")
     assert run.attrs["n_train"] == 60

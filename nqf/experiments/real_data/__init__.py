@@ -28,44 +28,65 @@ Verdict (nqf.experiments.real_data.fitting): "indistinguishable trajectories in 
 and test accuracy" holds for a pair when their seed-mean losses and test accuracies stay within
 their error budgets (agreement horizon) until the NQF has learned what it can learn (its test
 accuracy reaches the least-squares NQF's within the budget).
+
+Layout: this module holds the stages (make_data, structure, train_run, theory, fit) and re-exports
+the rest: ``runs`` (run ids, the keys each run reads, the readings), ``planning`` (config checks,
+memory estimate, work per run), ``setup`` (one run's module, inputs and scores), ``screen`` (the
+screen run), ``fitting`` (the verdicts) and ``figure``.
 """
 from __future__ import annotations
 
-import itertools
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
-from nqf.architectures import title
 from nqf.data.datasets import load_digit_task
 from nqf.errors import ConfigError
-from nqf.experiments.contract import PaperFigure
 from nqf.experiments.real_data import fitting as fits
+from nqf.experiments.real_data.planning import check, estimate, work
+from nqf.experiments.real_data.runs import (
+    ATTENTION,
+    ATTENTION_READINGS,
+    FIGURE,
+    KIND,
+    PAPER_FIGURE,
+    READING_CHOICES,
+    READING_KEYS,
+    SCREEN,
+    attention_options,
+    n_train_of,
+    reading_keys,
+    reading_label,
+    readout_vector,
+    run_config,
+    runs,
+    screened_readings,
+)
+from nqf.experiments.real_data.screen import screen_run
+from nqf.experiments.real_data.setup import (
+    SCORES,
+    RunSetup,
+    accuracy,
+    build_module,
+    input_scale,
+    module_inputs,
+    prepared,
+)
 from nqf.experiments.verify_runs import check_runs
 from nqf.training.loop import train
 
-if TYPE_CHECKING:
-    from nqf.architectures import UnitModule
+__all__ = ["ATTENTION", "ATTENTION_READINGS", "FIGURE", "KIND", "PAPER_FIGURE", "READING_CHOICES", "READING_KEYS",
+           "SCORES", "SCREEN", "RunSetup", "accuracy", "attention_options", "build_module", "check", "estimate",
+           "fit", "input_scale", "make_data", "module_inputs", "n_train_of", "prepared", "reading_keys",
+           "reading_label", "readout_vector", "run_config", "runs", "screen_run", "screened_readings", "structure",
+           "theory", "train_run", "work"]
 
-KIND = "real_data"
 # facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
-PAPER_FIGURE = PaperFigure("Fig. 7", "odd vs even MNIST digits, module vs NQF", order=7)
 _PADDING = "NaN beyond an architecture's number of modes"
 NONFINITE = {"structure": {"s_ls": _PADDING, "r": _PADDING, "C": _PADDING}}
 FINITE_THEORY = ("loss_floor", "ls_test_loss", "f0_rms")
-ATTENTION = "qk_self_attention"
-# What the paper leaves open (each an experiment's reading, labelled in its rows); the attention's
-# readout readings apply to experiments that train the attention only.
-ATTENTION_READINGS = ("readout_norm", "heads", "f0", "query")
-READING_KEYS = ("preprocessing", "input_norm") + ATTENTION_READINGS
-# The defensible values of each open choice: the reproduction page lists those no experiment tried.
-READING_CHOICES = {"preprocessing": ("standardise", "raw"), "readout_norm": ("standard", 1.0),
-                   "heads": ("sum", "mean"), "f0": ("keep", "remove"), "query": ("all", "first", "last")}
 SEED_BLOCKS = True  # results depend on each seed alone; see nqf.experiments (seed blocks)
-FIGURE = PAPER_FIGURE.label  # the architectures' titles are this figure's (nqf.architectures.title)
-SCREEN = "screen"  # the run id of the screened attention readings
 _DATA = ("dataset", "path", "n_train", "n_test", "data_seed", "architectures", "sizes", "preprocessing",
          "input_norm", "readout_norm")
 STAGE_KEYS = {
@@ -81,226 +102,6 @@ STAGE_KEYS = {
 
 # The config lists the run ids are made of (nqf.experiments.ids refuses a value listed twice).
 RUN_ID_KEYS = ("architectures",)
-
-
-def reading_keys(cfg: dict) -> tuple[str, ...]:
-    """The reading keys that apply: the attention's readout readings only with the attention."""
-    return READING_KEYS if ATTENTION in cfg["architectures"] else ("preprocessing", "input_norm")
-
-
-def runs(cfg: dict) -> list[str]:
-    """One run per architecture (it holds every seed), and ``screen`` when readings are screened."""
-    return list(cfg["architectures"]) + ([SCREEN] if screened_readings(cfg) else [])
-
-
-def screened_readings(cfg: dict) -> list[dict]:
-    """The attention readings of ``screen`` (a list of grids, each a mapping reading key -> values;
-    a grid is every combination of its values, the other keys at the experiment's own values), in
-    order, each once, the experiment's own reading first if a grid holds it."""
-    out: list[dict] = []
-    for grid in cfg["screen"]:
-        keys = [k for k in ATTENTION_READINGS if k in grid]
-        for values in itertools.product(*(grid[k] for k in keys)):
-            reading = {k: cfg[k] for k in ATTENTION_READINGS}
-            reading.update(zip(keys, values))
-            if reading not in out:
-                out.append(reading)
-    return out
-
-
-def reading_label(reading: dict) -> str:
-    """'readout_norm standard, heads sum, f0 remove, query all'."""
-    return ", ".join(f"{k} {reading[k]}" for k in ATTENTION_READINGS)
-
-
-def attention_options(reading: dict) -> dict:
-    """The SelfAttentionReadout options of an attention reading."""
-    return {"query": reading["query"], "heads": reading["heads"], "center": reading["f0"] == "remove"}
-
-
-def readout_vector(draw: np.ndarray, readout_norm) -> np.ndarray:
-    """The fixed readout c from its standard Gaussian draw: the draw itself ('standard', the
-    paper's 'fixed Gaussian readout vector', norm ~sqrt(D)), or the draw scaled to that norm."""
-    draw = np.asarray(draw, float)
-    return draw.copy() if readout_norm == "standard" else draw * (float(readout_norm) / np.linalg.norm(draw))
-
-
-def check(cfg: dict) -> list[tuple[str, str]]:
-    """Cross-key problems found before any job starts: (key path, sentence) pairs."""
-    from nqf.data.datasets import IMAGE_SHAPE, IMAGES
-
-    problems = []
-    if cfg["screen"] and ATTENTION not in cfg["architectures"]:
-        return [("screen", f"screens readings of the attention ({ATTENTION}), which architectures does not "
-                           f"list; add it or remove screen.")]
-    name = cfg["dataset"]
-    if cfg.get("path") and name != "mnist_npz":
-        return [("path", f"is read only with dataset mnist_npz, and dataset is {name}, whose images would be "
-                         f"trained on instead; set dataset: mnist_npz to use the file, or remove path.")]
-    if isinstance(cfg["n_train"], dict):
-        missing = [a for a in cfg["architectures"] if a not in cfg["n_train"]]
-        if missing:
-            return [("n_train", f"gives no count for {', '.join(missing)}; give one per architecture or an integer.")]
-    n_total = max(n_train_of(cfg, a) for a in cfg["architectures"])
-    if name in IMAGES:
-        if n_total + cfg["n_test"] > IMAGES[name]:
-            problems.append(("n_train", f"n_train + n_test = {n_total + cfg['n_test']} exceeds the "
-                                        f"{IMAGES[name]} images of {name}; lower n_train or n_test."))
-        kernel, shape = cfg["sizes"]["cnn"]["kernel"], IMAGE_SHAPE[name]
-        if "cnn" in cfg["architectures"] and any(k > n for k, n in zip(kernel, shape)):
-            problems.append(("sizes.cnn.kernel", f"kernel {kernel} does not fit the {shape[0]}x{shape[1]} images "
-                                                  f"of {name}; use at most {list(shape)}."))
-    elif not cfg.get("path"):
-        problems.append(("path", "dataset mnist_npz reads a local .npz; set path to it (x_train, y_train, "
-                                 "x_test, y_test)."))
-    else:
-        from nqf.data.validate_npz import npz_problems
-
-        found, shape = npz_problems(cfg["path"], n_total, cfg["n_test"])
-        problems += found
-        kernel = cfg["sizes"]["cnn"]["kernel"]
-        if shape and "cnn" in cfg["architectures"] and any(k > n for k, n in zip(kernel, shape)):
-            problems.append(("sizes.cnn.kernel", f"kernel {kernel} does not fit the {shape[0]}x{shape[1]} images "
-                                                  f"of {cfg['path']}; use at most {list(shape)}."))
-    return problems
-
-
-def estimate(cfg: dict) -> dict:
-    """The largest run (nqf.experiments.machine): the images (train and test, float64, 28x28 for
-    MNIST, as the data stage holds them) and the recorded trajectories of every seed; the module
-    and its NQF themselves are small (p weights of a few hundred units). With dataset mnist_npz,
-    the data job first reads the file's four arrays whole, in their own dtype: their bytes come
-    from the arrays' headers (their shapes and dtypes), whatever the file's compressed size; where
-    they are the largest part, ``refusal`` is the sentence for a machine too small."""
-    from nqf.experiments.machine import generic_estimate
-
-    side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
-    counts = cfg["n_train"]  # a mapping missing an architecture is refused by check, after this
-    n = max(int(counts.get(a, 0)) if isinstance(counts, dict) else int(counts) for a in cfg["architectures"])
-    n += int(cfg["n_test"])
-    arrays = None
-    if cfg["dataset"] == "mnist_npz" and cfg.get("path"):
-        from nqf.data.validate_npz import image_shape, npz_arrays
-
-        arrays = npz_arrays(cfg["path"])  # None for a file check() refuses
-        side = (image_shape(arrays["x_train"][0]) if arrays else None) or side
-    loss = generic_estimate(cfg)
-    images = 8 * 3 * n * side[0] * side[1] + 4 * loss["bytes"]
-    out = {"bytes": images, "key": "n_train", "what": f"{n} images of {side[0]}x{side[1]}",
-           "steps": _largest_steps(cfg)}
-    if arrays is not None:
-        out.update(_npz_part(cfg["path"], arrays, n, images))
-    return out
-
-
-def work(cfg: dict, run: str) -> dict:
-    """What run ``run`` computes (nqf.experiments.work.run_work): each step the seeds' module on
-    its training images (counted on the meta device) and its NQF (as many operations), each record
-    about RECORD_STEPS steps. The screen run, per screened reading: the NQF trained alone (the
-    module's operations, few FLOPs) and, at each record, the module's forward on the training and
-    test images (a third of a step's FLOPs per image)."""
-    from nqf.experiments.work import RECORD_STEPS, module_work
-
-    rc = run_config(cfg, run)
-    side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
-    n_train, n_record = int(rc["n_train"]), int(cfg["n_record"])
-    flops, ops, nbytes = module_work(rc["architecture"], rc["size"], len(cfg["seeds"]), n_train,
-                             {"image": side, "n_outputs": 1})
-    if run != SCREEN:
-        return {"steps": int(rc["steps"]) + RECORD_STEPS * n_record, "flops": flops, "ops": 2 * ops, "bytes": nbytes}
-    readings = len(rc["screen"])
-    evaluated = flops / 3 * (n_train + int(cfg["n_test"])) / n_train
-    return {"steps": readings * int(rc["steps"]), "flops": 0.0, "ops": ops,
-            "flops_once": readings * n_record * evaluated, "bytes": nbytes}
-
-
-def _npz_part(path, arrays: dict, n: int, images: int) -> dict:
-    """The estimate's part for an .npz read whole (its arrays in their dtypes, and the labels as
-    int64), added to the ``images`` bytes of the ``n`` images the run keeps."""
-    from pathlib import Path
-
-    from nqf.data.validate_npz import array_bytes
-    from nqf.io.write_failures import size_text
-
-    sizes = {k: array_bytes(*arrays[k]) for k in arrays}
-    labels = sum(8 * (arrays[k][0][0] if arrays[k][0] else 1) for k in ("y_train", "y_test"))  # as int64
-    held = sum(sizes.values()) + labels
-    largest = max(sizes, key=sizes.get)
-    shape, dtype = arrays[largest]
-    file = Path(str(path)).expanduser()
-    gib = 2 ** 30
-    what = (f"the arrays of {file.name} read whole ({largest} of shape {tuple(shape)}, {np.dtype(dtype).name}: "
-            f"{sizes[largest] / gib:.3g} GiB), then {n} images as float64")
-    part = {"bytes": held + images, "what": what}
-    if held >= images:
-        try:
-            on_disk = f" (the file is {size_text(file.stat().st_size)} on disk, compressed)"
-        except OSError:
-            on_disk = ""
-        part.update(key="path", refusal=(
-            f"{largest} in {file.name} has shape {tuple(shape)} ({np.dtype(dtype).name}) by its header{on_disk}: "
-            f"the data job reads the file's arrays whole, {held / gib:.3g} GiB, and with the {n} images "
-            f"it keeps needs {(held + images) / gib:.3g} GiB, more than the {{available}} available here (set "
-            f"NQF_MAX_MEMORY_GB to change the limit); point path to an .npz with fewer images (this "
-            f"experiment uses {n} of them)."))
-    return part
-
-
-def _largest_steps(cfg: dict) -> int:
-    return max(int(cfg["steps"][a]) for a in cfg["architectures"])
-
-
-def run_config(cfg: dict, run: str) -> dict:
-    """The keys one run reads: its architecture's size, step count and (the attention's) readings;
-    the screen run, the attention's and the readings it screens."""
-    if run not in runs(cfg):
-        raise ValueError(f"Run {run!r} is not one of this experiment's runs ({', '.join(runs(cfg))}).")
-    arch = ATTENTION if run == SCREEN else run
-    out = {"architecture": arch, "size": cfg["sizes"][arch], "n_train": n_train_of(cfg, arch),
-           "steps": cfg["steps"][arch], **{k: cfg[k] for k in ("eps", "seeds", "loss", "lr", "optimizer", "n_record",
-                                                               "dtype")}}
-    if arch == ATTENTION:
-        out.update({k: cfg[k] for k in ATTENTION_READINGS})
-    if run == SCREEN:
-        out["screen"] = screened_readings(cfg)
-        if cfg["screen_steps"] is not None:
-            out["steps"] = cfg["screen_steps"]
-    return out
-
-
-def build_module(arch: str, size: dict, image: tuple[int, int], seed: int = 0, reading: dict | None = None) -> UnitModule:
-    """The float64 one-output module of ``arch`` sized for ``image`` (H, W) images; the attention
-    under ``reading`` (its query, heads and f0 choices; the paper's literal model by default)."""
-    # torch is imported where needed: the theory, fit and figure jobs run without it
-    from nqf.architectures import build
-
-    options = attention_options(reading) if arch == ATTENTION and reading is not None else {}
-    return build(arch, size, image=image, n_outputs=1, seed=seed, **options)
-
-
-def module_inputs(module: UnitModule, images, scale: float):
-    """Standardised images (m, H, W) as ``module`` takes them (its ``image_inputs``: flattened for
-    the MLP, as they are for the CNN, rows as tokens for the attention), times ``scale``."""
-    import torch
-
-    return module.image_inputs(torch.as_tensor(np.asarray(images)) * scale)
-
-
-def input_scale(module: UnitModule, images: np.ndarray, input_norm: float) -> float:
-    """The factor that gives one unit's input RMS norm ``input_norm`` over the training images."""
-    sq = module.unit_input_norm2(module_inputs(module, images, 1.0))
-    return float(input_norm / math.sqrt(float(sq)))
-
-
-def accuracy(f, y) -> np.ndarray:
-    """Fraction of sign(f) == y along the last axis (f = 0 counts as wrong)."""
-    return np.mean(np.sign(np.asarray(f)) == np.asarray(y), axis=-1)
-
-
-def n_train_of(cfg: dict, arch: str) -> int:
-    """Training images of ``arch``: ``n_train`` itself, or its entry for ``arch`` when it is a mapping."""
-    n = cfg["n_train"]
-    return int(n[arch]) if isinstance(n, dict) else int(n)
 
 
 def make_data(cfg: dict) -> xr.Dataset:
@@ -344,20 +145,6 @@ def make_data(cfg: dict) -> xr.Dataset:
         attrs=attrs)
 
 
-def _prepared(data: xr.Dataset, arch: str, size: dict, n: int, reading: dict | None = None):
-    """(module, train inputs, test inputs, train targets) of ``arch``, its first ``n`` training
-    images; the input scale is a statistic of the data (computed by the data stage). The attention
-    takes ``reading``'s options and its readout norm (the data file's readout if not given)."""
-    module = build_module(arch, size, (data.sizes["row"], data.sizes["col"]), reading=reading)
-    if reading is not None and "readout_norm" in reading:
-        module.set_readout(readout_vector(data["readout_draw"].values, reading["readout_norm"]))
-    else:
-        module.set_readout(data["readout"].values)
-    scale = float(data.attrs[f"{arch}_input_scale"])
-    return (module, module_inputs(module, data["x_train"].values[:n], scale),
-            module_inputs(module, data["x_test"].values, scale), data["y_train"].values[:n])
-
-
 def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """Per architecture: the NQF's least-squares floor and the GLV (Eq. 32) on its modes.
 
@@ -376,7 +163,7 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     modes = []
     own = {k: cfg[k] for k in ("heads", "f0", "query")}
     for arch in archs:
-        module, x, x_test, y = _prepared(data, arch, cfg["sizes"][arch], n_train_of(cfg, arch), own)
+        module, x, x_test, y = prepared(data, arch, cfg["sizes"][arch], n_train_of(cfg, arch), own)
         m = y.size
         with torch.no_grad():
             zero = torch.zeros(module.p, module.width, dtype=torch.float64)
@@ -425,8 +212,6 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     """The module and its NQF from the same W0 for every seed (one tensor program each), with
     the same optimizer; train loss, train and test accuracy and test loss over log-spaced steps.
     The ``screen`` run: :func:`screen_run`."""
-    import torch
-
     from nqf.training.approximation import ModuleReplicas
     from nqf.training.quadratic import QuadraticModel
 
@@ -434,7 +219,7 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     if run == SCREEN:
         return screen_run(data, rc, device)
     arch = rc["architecture"]
-    setup = _Setup(data, rc, device, {k: rc[k] for k in ATTENTION_READINGS} if arch == ATTENTION else None)
+    setup = RunSetup(data, rc, device, {k: rc[k] for k in ATTENTION_READINGS} if arch == ATTENTION else None)
     module, x, y, W0, f0 = setup.module, setup.x, setup.y, setup.W0, setup.f0
 
     def record_module(model):
@@ -455,130 +240,6 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     ds["seed"].attrs.update(long_name="torch seed of the initial weights")
     ds.attrs.update(setup.attrs(run, arch))
     return ds
-
-
-SCORES = {"loss": ("train loss (1/m) sum (f - y)^2", "1"), "train_accuracy": ("train accuracy", "1"),
-          "test_accuracy": ("test accuracy", "1"), "test_loss": ("test loss (1/m_test) sum (f - y)^2", "1")}
-
-
-class _Setup:
-    """One run's module (under an attention reading), inputs, targets, W0 and f(0), on its device
-    and dtype, with the scores it records."""
-
-    def __init__(self, data: xr.Dataset, rc: dict, device: str, reading: dict | None):
-        import torch
-
-        from nqf.architectures import initial_weights
-        from nqf.training.quadratic import resolve_device
-
-        self.rc, self.data = rc, data
-        self.dev = resolve_device(device)
-        self.dtype = torch.float64 if rc["dtype"] == "float64" else torch.float32
-        module, x, x_test, y = _prepared(data, rc["architecture"], rc["size"], int(rc["n_train"]), reading)
-        self.module = module.to(device=self.dev, dtype=self.dtype)
-        self.x, self.x_test = x.to(self.dev, self.dtype), x_test.to(self.dev, self.dtype)
-        self.y = torch.as_tensor(y, device=self.dev, dtype=self.dtype)
-        self.y_test = torch.as_tensor(data["y_test"].values, device=self.dev, dtype=self.dtype)
-        self.W0 = initial_weights(self.module, rc["seeds"], [rc["eps"]]).to(self.dev, self.dtype)
-        with torch.no_grad():
-            zero = torch.zeros_like(self.W0[0])
-            self.f0 = self.module.forward_with(zero, self.x)
-            self.f0_test = self.module.forward_with(zero, self.x_test)[:, 0]
-        self.form_test = self.module.structure(self.x_test)
-
-    def scores(self, f_train, f_test) -> dict:
-        import torch
-
-        return {"train_accuracy": (torch.sign(f_train) == self.y).to(self.dtype).mean(-1),
-                "test_accuracy": (torch.sign(f_test) == self.y_test).to(self.dtype).mean(-1),
-                "test_loss": (f_test - self.y_test).pow(2).mean(-1)}
-
-    def nqf_test(self, W):
-        """The NQF's test outputs f(0) + Tr[W W^T A(x)] per replica."""
-        return self.f0_test + self.form_test.outputs(W)
-
-    def train_kwargs(self, arch: str) -> dict:
-        rc = self.rc
-        return dict(lr=float(rc["lr"]), steps=int(rc["steps"]), optimizer=rc["optimizer"], n_record=rc["n_record"],
-                    loss=rc["loss"], replica_dim="seed", replica_coords=list(rc["seeds"]),
-                    divergence_hint=f" for the {title(arch, FIGURE)} with {rc['optimizer']}")
-
-    def attrs(self, run: str, arch: str) -> dict:
-        rc, data = self.rc, self.data
-        return dict(run=run, experiment_kind=KIND, architecture=arch, p=self.module.p, width=self.module.width,
-                    eps=float(rc["eps"]), optimizer=rc["optimizer"], lr=float(rc["lr"]), steps=int(rc["steps"]),
-                    f0_rms=float(self.f0.pow(2).mean().sqrt()), device=str(self.dev), dtype=rc["dtype"],
-                    n_test=int(self.y_test.numel()), n_train=int(self.y.numel()), loss_convention=rc["loss"],
-                    dataset=data.attrs.get("source", ""), preprocessing=data.attrs.get("preprocessing", ""))
-
-
-def screen_run(data: xr.Dataset, rc: dict, device: str = "auto") -> xr.Dataset:
-    """Each screened attention reading: its NQF trained alone from the seeds' W0 (same optimizer,
-    lr and steps as the side-by-side run), the module evaluated at the NQF's weights at every
-    recorded step (train loss, test accuracy of both), and the reading's least-squares floor and
-    test accuracy. Cheap: one NQF training and a forward pass of the module per record.
-
-    What it tells: where the module at the NQF's own weights leaves the NQF, the NQF's
-    approximation of the module fails along the NQF's path; a module trained beside it would
-    follow its own path from there, so a reading that parts here before the NQF has learned is
-    not expected to hold side by side (stated in its rows as a screen, not the paper's comparison)."""
-    import torch
-
-    from nqf.architectures.effective import effective_features, least_squares_nqf
-    from nqf.training.quadratic import QuadraticModel
-
-    readings = list(rc["screen"])
-    per: dict[str, list] = {k: [] for k in ("loss_nqf", "loss_module", "test_accuracy_nqf", "test_accuracy_module")}
-    ls = {k: [] for k in ("ls_floor", "ls_test_accuracy", "f0_rms")}
-    grid = None
-    for reading in readings:
-        setup = _Setup(data, rc, device, reading)
-        module, f0, f0_test = setup.module, setup.f0[:, 0], setup.f0_test
-
-        def record(model, setup=setup, module=module, f0=f0):
-            W = model.W
-            fn = model().reshape(len(setup.W0), -1) + f0
-            fm = module.forward_replicas(W, setup.x)[..., 0]
-            return {"loss_module": (fm - setup.y).pow(2).mean(-1),
-                    "test_accuracy_nqf": setup.scores(fn, setup.nqf_test(W))["test_accuracy"],
-                    "test_accuracy_module": setup.scores(fm, module.forward_replicas(W, setup.x_test)[..., 0])[
-                        "test_accuracy"]}
-
-        ds = train(QuadraticModel(module.structure(setup.x), setup.W0, device=setup.dev, dtype=setup.dtype),
-                   setup.y[:, None] - setup.f0, record=record, **setup.train_kwargs(ATTENTION))
-        grid = ds if grid is None else grid
-        per["loss_nqf"].append(ds["loss"].values)
-        for key in ("loss_module", "test_accuracy_nqf", "test_accuracy_module"):
-            per[key].append(ds[key].values)
-        with torch.no_grad():  # the reading's least-squares NQF, in float64
-            m64 = build_module(ATTENTION, rc["size"], (data.sizes["row"], data.sizes["col"]), reading=reading)
-            m64.set_readout(readout_vector(data["readout_draw"].values, reading["readout_norm"]))
-            x64, xt64 = setup.x.to("cpu", torch.float64), setup.x_test.to("cpu", torch.float64)
-            zero = torch.zeros(m64.p, m64.width, dtype=torch.float64)
-            f0_64, f0t_64 = m64.forward_with(zero, x64)[:, 0].numpy(), m64.forward_with(zero, xt64)[:, 0].numpy()
-            floor, _, f_test = least_squares_nqf(effective_features(m64.structure(x64)).numpy(),
-                                                 setup.y.cpu().double().numpy() - f0_64,
-                                                 effective_features(m64.structure(xt64)).numpy(), f0t_64)
-        ls["ls_floor"].append(floor)
-        ls["ls_test_accuracy"].append(float(accuracy(f_test, data["y_test"].values)))
-        ls["f0_rms"].append(float(np.sqrt(np.mean(f0_64 ** 2))))
-    names = {"loss_nqf": "NQF train loss (1/m) sum (f - y)^2, the NQF trained alone",
-             "loss_module": "module train loss at the NQF's weights",
-             "test_accuracy_nqf": "NQF test accuracy",
-             "test_accuracy_module": "module test accuracy at the NQF's weights"}
-    labels = [reading_label(r) for r in readings]
-    out = xr.Dataset(
-        {k: (("reading", "seed", "step"), np.stack(v), {"units": "1", "long_name": names[k]}) for k, v in per.items()},
-        coords={"reading": labels, "step": grid["step"], "time": grid["time"], "seed": grid["seed"],
-                **{k: ("reading", [str(r[k]) for r in readings]) for k in ATTENTION_READINGS}})
-    out["ls_floor"] = ("reading", np.array(ls["ls_floor"]), {"units": "1", "long_name": "least-squares NQF train loss"})
-    out["ls_test_accuracy"] = ("reading", np.array(ls["ls_test_accuracy"]), {
-        "units": "1", "long_name": "test accuracy of the least-squares NQF"})
-    out["f0_rms"] = ("reading", np.array(ls["f0_rms"]), {"units": "1", "long_name": "RMS over training images of f(0)"})
-    out["reading"].attrs.update(long_name="attention reading screened (readout norm, head pooling, f(0), query tokens)")
-    out["seed"].attrs.update(long_name="torch seed of the initial weights")
-    out.attrs.update({**setup.attrs(SCREEN, ATTENTION), "screen": "NQF trained alone; module evaluated at its weights"})
-    return out
 
 
 def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:

@@ -1,9 +1,13 @@
 """What each job of a finished run asked a cluster for (nqf.pipeline.resources) beside what it
-used: wall time and peak memory from Snakemake's benchmark files.
+used: wall time and peak memory from Snakemake's benchmark files, or with ``--usage`` from the job
+server's usage record ``results/benchmarks/jobs.tsv`` (nqf.pipeline.job_server: each forked job's
+own wall time and peak resident memory, from wait4).
 
     NQF_JOB_SERVER=off snakemake --cores 2 [--configfile C]     (one process per job: the
                                                                benchmark files then measure the job)
     python benchmarks/resources.py [--workdir .] [--configfile C] [--out benchmarks/results/resources.txt]
+    snakemake --cores 2 --configfile C                           (job server on)
+    python benchmarks/resources.py --usage --workdir . --configfile C
 
 Writes one row per job (rule, experiment, run; requested mem_mb and measured max_rss; requested
 runtime and measured seconds; the runtime model's seconds for a training run) and a summary: the
@@ -50,6 +54,28 @@ def jobs_of(bench: Path) -> list[tuple[str, dict, Path]]:
     return out
 
 
+def jobs_of_usage(usage: Path) -> list[tuple[str, dict, tuple[float, float]]]:
+    """(rule, wildcards, (wall s, peak MB)) of every job in the job server's usage record (its
+    first output names the job: results/runs/{exp}/{run}.nc, results/<stage dir>/{exp}.*); the
+    last row of a job run more than once."""
+    stage_dirs = {"data": "data", "structure": "structure", "theory": "theory", "fits": "fit", "figures": "figure"}
+    found: dict[tuple, tuple] = {}
+    with open(usage) as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            if row.get("exit_status", "0") != "0":
+                continue
+            parts = Path(row["output"]).parts
+            rule = row["rule"]
+            if rule == "train" and len(parts) == 4 and parts[1] == "runs":
+                wc = {"exp": parts[2], "run": Path(parts[3]).name.split(".")[0]}
+            elif len(parts) == 3 and stage_dirs.get(parts[1]) == rule:
+                wc = {"exp": Path(parts[2]).name.split(".")[0]}
+            else:
+                wc = {}
+            found[(rule, tuple(sorted(wc.items())))] = (rule, wc, (float(row["wall_s"]), float(row["max_rss_mb"])))
+    return list(found.values())
+
+
 def measured(path: Path) -> tuple[float, float]:
     """(seconds, max_rss in MB) of a Snakemake benchmark file (its first repeat)."""
     with open(path) as fh:
@@ -69,27 +95,33 @@ def main(argv=None) -> int:
     ap.add_argument("--configfile", type=Path, default=ROOT / "config" / "config.yaml")
     ap.add_argument("--out", type=Path, default=None, help="write the table here too")
     ap.add_argument("--paper", action="store_true", help="add config/paper.yaml's runtime model per experiment")
+    ap.add_argument("--usage", action="store_true",
+                    help="read the job server's results/benchmarks/jobs.tsv instead of the benchmark files")
     ap.add_argument("--note", default="", help="a line saying which run this is (commit, machine, date)")
     args = ap.parse_args(argv)
     cfg = validate_config(yaml.safe_load(args.configfile.read_text()))
     jobs = R.JobResources(cfg["experiments"])
+    source = "the job server's jobs.tsv" if args.usage else "Snakemake's benchmark files"
     lines = [f"Requests (nqf.pipeline.resources, attempt 1) against a run of {args.configfile.name} "
-             f"in {args.workdir} (Snakemake's benchmark files: wall s, max_rss MB)"]
+             f"in {args.workdir} ({source}: wall s, max_rss MB)"]
     lines += [args.note, ""] if args.note else [""]
     header = f"{'rule':17s} {'experiment':28s} {'run':22s} {'mem_mb':>7s} {'rss MB':>7s} {'x':>6s} " \
              f"{'min':>5s} {'wall s':>7s} {'x':>6s} {'model s':>8s}"
     lines += [header, "-" * len(header)]
     mem_ratios, time_ratios, model_ratios = [], [], []
-    found = jobs_of(args.workdir / "results" / "benchmarks")
+    bench = args.workdir / "results" / "benchmarks"
+    found = jobs_of_usage(bench / "jobs.tsv") if args.usage else jobs_of(bench)
     if not found:
-        print(f"no benchmark files under {args.workdir / 'results' / 'benchmarks'}", file=sys.stderr)
+        print(f"no {'usage record' if args.usage else 'benchmark files'} under {bench}", file=sys.stderr)
         return 1
-    for rule, wc, path in found:
+    for rule, wc, source in found:
         if wc.get("exp") is not None and wc["exp"] not in cfg["experiments"]:
             continue
+        if rule == "train" and wc.get("run") not in run_ids(cfg["experiments"][wc["exp"]]):
+            continue  # a seed block or a run this config no longer has
         ns = SimpleNamespace(**wc)
         mem, minutes = jobs.mem_mb(rule)(ns, 1), jobs.runtime(rule)(ns, 1)
-        wall, rss = measured(path)
+        wall, rss = source if args.usage else measured(source)
         model = jobs.train_seconds(wc["exp"], wc["run"]) if rule == "train" else float("nan")
         mem_ratios.append(mem / rss)
         time_ratios.append(60 * minutes / max(wall, 1e-9))

@@ -67,9 +67,9 @@ def jobs_of_usage(usage: Path) -> list[tuple[str, dict, tuple[float, float]]]:
             parts = Path(row["output"]).parts
             rule = row["rule"]
             if rule == "train" and len(parts) == 4 and parts[1] == "runs":
-                wc = {"exp": parts[2], "run": Path(parts[3]).name.split(".")[0]}
+                wc = {"exp": parts[2], "run": parts[3].removesuffix(".nc")}  # a seed block keeps its tag
             elif len(parts) == 3 and stage_dirs.get(parts[1]) == rule:
-                wc = {"exp": Path(parts[2]).name.split(".")[0]}
+                wc = {"exp": Path(parts[2]).stem}
             else:
                 wc = {}
             found[(rule, tuple(sorted(wc.items())))] = (rule, wc, (float(row["wall_s"]), float(row["max_rss_mb"])))

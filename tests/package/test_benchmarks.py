@@ -43,3 +43,26 @@ def test_resources_table_of_a_run(tmp_path):
     row = next(line for line in out.splitlines() if line.startswith("train "))
     assert row.split()[1:3] == ["featurewise", "gd"] and float(row.split()[4]) == 400.0
     assert "memory asked / peak: smallest" in out and "over 2 jobs" in out
+
+
+def test_resources_table_from_the_job_servers_usage_record(tmp_path):
+    # --usage reads results/benchmarks/jobs.tsv: a training, a stage job, a failed attempt (left
+    # out) and a seed block of a run this config does not split (left out)
+    bench = tmp_path / "results" / "benchmarks"
+    bench.mkdir(parents=True)
+    header = "rule\toutput\twall_s\tcpu_s\tuser_s\tsystem_s\tmax_rss_mb\texit_status\n"
+    (bench / "jobs.tsv").write_text(header + "\n".join([
+        "train\tresults/runs/featurewise/gd.nc\t12.5\t12.0\t11.9\t0.1\t400.0\t1",
+        "train\tresults/runs/featurewise/gd.nc\t13.5\t13.0\t12.9\t0.1\t420.0\t0",
+        "fit\tresults/fits/featurewise.nc\t2.0\t1.9\t1.8\t0.1\t350.0\t0",
+        "train\tresults/runs/featurewise/gd.seeds-0-1.nc\t3.0\t3.0\t3.0\t0.0\t300.0\t0",
+    ]) + "\n")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "resources.py"), "--usage", "--workdir",
+                          str(tmp_path), "--configfile", str(ROOT / "config" / "config.yaml")],
+                         capture_output=True, text=True, check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith("train "))
+    assert row.split()[1:3] == ["featurewise", "gd"] and float(row.split()[4]) == 420.0
+    assert float(row.split()[7]) == 13.5
+    fit = next(line for line in out.splitlines() if line.startswith("fit "))
+    assert fit.split()[1] == "featurewise" and float(fit.split()[4]) == 350.0
+    assert "jobs.tsv" in out and "over 2 jobs" in out

@@ -66,3 +66,23 @@ def test_resources_table_from_the_job_servers_usage_record(tmp_path):
     fit = next(line for line in out.splitlines() if line.startswith("fit "))
     assert fit.split()[1] == "featurewise" and float(fit.split()[4]) == 350.0
     assert "jobs.tsv" in out and "over 2 jobs" in out
+
+
+def test_usage_by_experiment_groups_the_job_servers_record(tmp_path):
+    # two experiments' jobs, a failed training attempt (counted, marked) and the summary job
+    bench = tmp_path / "results" / "benchmarks"
+    bench.mkdir(parents=True)
+    header = "rule\toutput\twall_s\tcpu_s\tuser_s\tsystem_s\tmax_rss_mb\texit_status\n"
+    (bench / "jobs.tsv").write_text(header + "\n".join([
+        "train\tresults/runs/deep/mlp_gd.nc\t10.0\t9.0\t8.9\t0.1\t500.0\t1",
+        "train\tresults/runs/deep/mlp_gd.nc\t11.0\t10.0\t9.9\t0.1\t520.0\t0",
+        "figure\tresults/figures/deep.pdf\t3.0\t2.5\t2.4\t0.1\t300.0\t0",
+        "data\tresults/data/featurewise.nc\t1.0\t0.5\t0.5\t0.0\t200.0\t0",
+        "summary\tresults/summary.csv\t1.0\t1.0\t1.0\t0.0\t250.0\t0",
+    ]) + "\n")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "usage_by_experiment.py"), "--workdir",
+                          str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[3:] if line and not line.startswith("-")}
+    assert rows["deep"][1:6] == ["3", "21.5", "19.0", "24.0", "520"] and "(1 failed)" in out
+    assert rows["featurewise"][1:3] == ["1", "0.5"] and rows["(summary)"][1:3] == ["1", "1.0"]
+    assert rows["total"][1:3] == ["5", "23.0"]

@@ -1,0 +1,77 @@
+"""CPU, wall time and peak memory of a finished run, per experiment and stage, from the job
+server's usage record ``results/benchmarks/jobs.tsv`` (nqf.pipeline.job_server: one row per job,
+its own CPU and peak resident memory from wait4).
+
+    python benchmarks/usage_by_experiment.py [--workdir .] [--out FILE]
+
+One row per experiment: its jobs, their CPU seconds (all, and training alone), the sum of their
+wall times and the largest peak memory; then the rows of jobs that belong to no experiment
+(summary, reproduction page, structure figure) and the totals. A job that ran more than once
+counts each time (its CPU was spent); failed attempts are counted and marked.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import sys
+from pathlib import Path
+
+STAGE_DIRS = {"data", "structure", "theory", "runs", "fits", "figures"}
+
+
+def experiment_of(output: str) -> str | None:
+    """The experiment a job's first output belongs to: results/<stage dir>/<exp>[/<run>].<ext>."""
+    parts = Path(output).parts
+    if len(parts) >= 3 and parts[0] == "results" and parts[1] in STAGE_DIRS:
+        return parts[2] if parts[1] == "runs" else Path(parts[2]).stem
+    return None
+
+
+def usage_table(rows: list[dict]) -> list[str]:
+    per = collections.defaultdict(lambda: {"jobs": 0, "cpu": 0.0, "train_cpu": 0.0, "wall": 0.0, "rss": 0.0,
+                                           "failed": 0})
+    for r in rows:
+        key = experiment_of(r["output"]) or f"({r['rule']})"
+        e = per[key]
+        e["jobs"] += 1
+        e["cpu"] += float(r["cpu_s"])
+        e["train_cpu"] += float(r["cpu_s"]) if r["rule"] == "train" else 0.0
+        e["wall"] += float(r["wall_s"])
+        e["rss"] = max(e["rss"], float(r["max_rss_mb"]))
+        e["failed"] += r.get("exit_status", "0") != "0"
+    header = f"{'experiment':32s} {'jobs':>5s} {'CPU s':>9s} {'train CPU s':>12s} {'job wall s':>11s} {'peak MB':>8s}"
+    lines = [header, "-" * len(header)]
+    for name, e in sorted(per.items(), key=lambda kv: -kv[1]["cpu"]):
+        failed = f"  ({e['failed']} failed)" if e["failed"] else ""
+        lines.append(f"{name:32s} {e['jobs']:5d} {e['cpu']:9.1f} {e['train_cpu']:12.1f} {e['wall']:11.1f} "
+                     f"{e['rss']:8.0f}{failed}")
+    total = {k: sum(e[k] for e in per.values()) for k in ("jobs", "cpu", "train_cpu", "wall")}
+    lines += ["-" * len(header),
+              f"{'total':32s} {total['jobs']:5d} {total['cpu']:9.1f} {total['train_cpu']:12.1f} {total['wall']:11.1f} "
+              f"{max(e['rss'] for e in per.values()):8.0f}"]
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", type=Path, default=Path("."), help="the finished run's folder")
+    ap.add_argument("--out", type=Path, default=None, help="write the table here too")
+    args = ap.parse_args(argv)
+    usage = args.workdir / "results" / "benchmarks" / "jobs.tsv"
+    if not usage.exists():
+        print(f"no usage record at {usage} (the job server writes it; NQF_JOB_SERVER=off runs have none)",
+              file=sys.stderr)
+        return 1
+    with open(usage) as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    text = "\n".join([f"Usage per experiment of the run in {args.workdir} ({usage.name}, {len(rows)} jobs)", "",
+                      *usage_table(rows)]) + "\n"
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -249,7 +249,18 @@ def run_stage(name: str, smk) -> None:
     ``snakemake`` object Snakemake hands a rule's script."""
     if name not in _FROM_SNAKEMAKE:
         raise ValueError(f"no workflow stage {name!r}; the stages are {', '.join(sorted(_FROM_SNAKEMAKE))}.")
+    set_memory_budget(smk)
     _FROM_SNAKEMAKE[name](smk)
+
+
+def set_memory_budget(smk) -> None:
+    """The job's memory request (its ``mem_mb`` resource, what a cluster holds it to) as this
+    process's budget: a training loop then hands the heap's free pages back before the allocator's
+    retained memory takes it past the request (nqf.training.heap)."""
+    from nqf.training import heap
+
+    mem_mb = getattr(getattr(smk, "resources", None), "mem_mb", None)
+    heap.set_budget(float(mem_mb) if isinstance(mem_mb, (int, float)) and mem_mb > 0 else None)
 
 
 def _data(smk) -> None:

@@ -23,6 +23,7 @@ from nqf import validate
 from nqf.errors import NQFWarning, TrainingDiverged
 from nqf.theory.losses import describe, loss_factor
 from nqf.theory.step_grid import log_step_grid, record_grid
+from nqf.training import heap
 
 if TYPE_CHECKING:
     import torch
@@ -273,6 +274,7 @@ def _run_steps(model, y, params, opt, grid, record, probe, *, steps: int, lr: fl
     # GD's last per-step losses (device tensors, no sync): a rise there means it did not settle
     tail, first = collections.deque(maxlen=4), None
     next_idx, t0, last_report = 0, time.perf_counter(), time.perf_counter()
+    last_memory_check = t0  # the resident size against the process's budget (nqf.training.heap)
     # The loss is checked for finiteness at every step on the CPU (so the reported step is the
     # first bad one); elsewhere every 32 steps, to avoid a host-device sync per step.
     check_every = 1 if params[0].device.type == "cpu" else 32
@@ -294,6 +296,7 @@ def _run_steps(model, y, params, opt, grid, record, probe, *, steps: int, lr: fl
             losses.append(_record_step(model, value, record, probe if step == 0 else None, recorded, step, lr,
                                        divergence_hint))
             next_idx += 1
+            heap.keep_within_budget()
         if step == steps:
             break
         if direct:
@@ -312,6 +315,9 @@ def _run_steps(model, y, params, opt, grid, record, probe, *, steps: int, lr: fl
                 (value.sum() * factor).backward()
             opt.step()
         now = time.perf_counter()
+        if now - last_memory_check >= 1.0:
+            last_memory_check = now
+            heap.keep_within_budget()
         if now - last_report >= progress_seconds:
             last_report = now
             cur = value.detach()

@@ -396,6 +396,16 @@ def test_image_reading_modules(name):
     assert float(module.unit_input_norm2(2 * x)) == pytest.approx(4 * float(module.unit_input_norm2(x)), rel=1e-12)
 
 
+def test_cnn_input_norm_without_patches_equals_the_patch_definition():
+    """The CNN's mean |x_p|^2 from box sums of x^2 (no (m, P, kh*kw) patches) equals the mean over
+    the explicit patches: both sum the same positive squares, the box sums through cumulative sums
+    of at most H W terms, so they agree to H W eps relative (30 x 2.2e-16 here; asserted 1e-13)."""
+    images = 3.0 * torch.randn(50, 5, 6, generator=rng(7), dtype=F64)
+    module = build("cnn", {"kernel": [2, 3]}, image=(5, 6), n_outputs=1)
+    direct = module.patches(images).pow(2).sum(-1).mean()
+    assert float(module.unit_input_norm2(images)) == pytest.approx(float(direct), rel=1e-13)
+
+
 def test_modules_that_do_not_read_images_say_so():
     with pytest.raises(ValueError, match="does not read images"):
         build("mha", image=(4, 4))

@@ -58,20 +58,19 @@ def jobs_of_usage(usage: Path) -> list[tuple[str, dict, tuple[float, float]]]:
     """(rule, wildcards, (wall s, peak MB)) of every job in the job server's usage record (its
     first output names the job: results/runs/{exp}/{run}.nc, results/<stage dir>/{exp}.*); the
     last row of a job run more than once."""
-    stage_dirs = {"data": "data", "structure": "structure", "theory": "theory", "fits": "fit", "figures": "figure"}
+    from usage_by_experiment import job_of
+
     found: dict[tuple, tuple] = {}
     with open(usage) as fh:
         for row in csv.DictReader(fh, delimiter="\t"):
             if row.get("exit_status", "0") != "0":
                 continue
-            parts = Path(row["output"]).parts
             rule = row["rule"]
-            if rule == "train" and len(parts) == 4 and parts[1] == "runs":
-                wc = {"exp": parts[2], "run": parts[3].removesuffix(".nc")}  # a seed block keeps its tag
-            elif len(parts) == 3 and stage_dirs.get(parts[1]) == rule:
-                wc = {"exp": Path(parts[2]).stem}
-            else:
+            exp, run = job_of(row["output"])
+            if exp is None or rule not in ("train", *PER_EXPERIMENT):  # e.g. the structure figure's file
                 wc = {}
+            else:
+                wc = {"exp": exp} if run is None else {"exp": exp, "run": run}
             found[(rule, tuple(sorted(wc.items())))] = (rule, wc, (float(row["wall_s"]), float(row["max_rss_mb"])))
     return list(found.values())
 

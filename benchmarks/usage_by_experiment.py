@@ -20,12 +20,21 @@ from pathlib import Path
 STAGE_DIRS = {"data", "structure", "theory", "runs", "fits", "figures"}
 
 
-def experiment_of(output: str) -> str | None:
-    """The experiment a job's first output belongs to: results/<stage dir>/<exp>[/<run>].<ext>."""
+def job_of(output: str) -> tuple[str | None, str | None]:
+    """(experiment, run) of a job from its first output: results/runs/<exp>/<run>.nc (a seed
+    block's run id keeps its tag) or results/<stage dir>/<exp>.<ext> (run None); (None, None) for
+    a job of no experiment."""
     parts = Path(output).parts
-    if len(parts) >= 3 and parts[0] == "results" and parts[1] in STAGE_DIRS:
-        return parts[2] if parts[1] == "runs" else Path(parts[2]).stem
-    return None
+    if len(parts) == 4 and parts[:2] == ("results", "runs"):
+        return parts[2], parts[3].removesuffix(".nc")
+    if len(parts) == 3 and parts[0] == "results" and parts[1] in STAGE_DIRS:
+        return Path(parts[2]).stem, None
+    return None, None
+
+
+def experiment_of(output: str) -> str | None:
+    """The experiment a job's first output belongs to."""
+    return job_of(output)[0]
 
 
 def usage_table(rows: list[dict]) -> list[str]:

@@ -76,6 +76,8 @@ OPTIONAL = {
     "work": "work(cfg, run) -> {'steps': .., 'flops': .., 'ops': ..}: what training run `run` computes (its steps "
             "in all, FLOPs and torch operations per step), for the cluster runtime it asks for "
             "(default: nqf.experiments.work.generic_work of its estimate)",
+    "stage_bytes": "stage_bytes(cfg, stage) -> bytes (in float64) that a stage's job holds beyond the estimate "
+                   "(e.g. a structure stage's forms of every image), for the cluster memory it asks for (default: 0)",
     # facts read by the result checks (nqf.pipeline.verify_stage) and the reproduction page
     "NONFINITE": "stage -> {variable name pattern: why}: variables of its data, structure or run files that hold "
                  "NaN/inf by design (padding of ragged records, losses after a divergence it tolerates)",
@@ -87,12 +89,14 @@ OPTIONAL = {
     "PAPER_FIGURE": "PaperFigure(label, title, order): the paper figure it reproduces, on the reproduction page "
                     "(None: this project's own experiment)",
 }
-OPTIONAL_ARITY = {"structure": 2, "run_config": 2, "check": 1, "estimate": 1, "work": 2, "reading_keys": 1, "config_sizes": 1}
+OPTIONAL_ARITY = {"structure": 2, "run_config": 2, "check": 1, "estimate": 1, "work": 2, "reading_keys": 1, "config_sizes": 1,
+                "stage_bytes": 2}
 # what the generic code does where a kind leaves an optional member out (None: the generic stage)
 DEFAULTS = {"structure": None, "run_config": None, "check": lambda cfg: [], "READING_KEYS": (), "SEED_BLOCKS": False,
             "RUN_ID_KEYS": (), "estimate": None, "work": None, "reading_keys": None, "READING_CHOICES": {},
             "NONFINITE": {}, "FINITE_THEORY": (), "RUN_DIMS_OF_STRUCTURE": (), "FIT_VARIABLES": (),
-            "config_sizes": lambda cfg: {}, "PAPER_FIGURE": None}
+            "config_sizes": lambda cfg: {}, "PAPER_FIGURE": None,
+            "stage_bytes": lambda cfg, stage: 0.0}
 # the file beside a kind's module holding its section of the config schema ($defs/<kind>)
 SCHEMA_FILE = "schema.yaml"
 

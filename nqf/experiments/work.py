@@ -58,8 +58,9 @@ def count_work(step, device: str = "meta") -> tuple[float, int, float]:
     return float(flops.get_total_flops()), int(ops.n), float(ops.nbytes)
 
 
-# Samples of the step module_work runs for real where the meta device cannot run it.
-PROBE_SAMPLES = 8
+# Inputs at which a step the meta device cannot run is run for real (:func:`probed`): two counts,
+# a line through both.
+PROBES = (64, 128)
 
 
 def module_work(arch: str, size: dict, replicas: int, samples: int, build_kwargs: dict) -> tuple[float, int, float]:
@@ -67,8 +68,7 @@ def module_work(arch: str, size: dict, replicas: int, samples: int, build_kwargs
     ``arch`` at ``size`` on ``samples`` inputs: its batched forward and backward
     (``forward_replicas``, as the trainers call it), by :func:`count_work` on the meta device (in
     the module's float64); a module whose forward reads values (the attention's softmax shift) is
-    run for real on PROBE_SAMPLES inputs on the CPU, its FLOPs and bytes scaled to ``samples``
-    (they grow linearly with the samples)."""
+    run for real on the CPU (:func:`probed`)."""
     import torch
 
     from nqf.architectures import build
@@ -84,10 +84,53 @@ def module_work(arch: str, size: dict, replicas: int, samples: int, build_kwargs
 
     flops, ops, nbytes = count_work(lambda: step(samples))
     if ops == 0:
-        n = min(int(samples), PROBE_SAMPLES)
-        flops, ops, nbytes = count_work(lambda: step(n), device="cpu")
-        flops, nbytes = flops * int(samples) / n, nbytes * int(samples) / n
+        return probed(step, samples)
     return flops, ops, nbytes
+
+
+def probed(run, samples: int) -> tuple[float, int, float]:
+    """:func:`count_work` of ``run(samples)`` run for real on the CPU: directly up to the larger of
+    PROBES inputs, beyond them on the line through both probes (FLOPs and the bytes of inputs'
+    activations grow linearly with the inputs; the weights, their gradients and the operations do
+    not, and the line keeps them once instead of scaling them up)."""
+    samples = int(samples)
+    if samples <= PROBES[1]:
+        return count_work(lambda: run(samples), device="cpu")
+    (f1, _, b1), (f2, ops, b2) = (count_work(lambda n=n: run(n), device="cpu") for n in PROBES)
+    if ops == 0:
+        return 0.0, 0, 0.0
+    t = (samples - PROBES[1]) / (PROBES[1] - PROBES[0])
+    return max(0.0, f2 + (f2 - f1) * t), ops, max(0.0, b2 + (b2 - b1) * t)
+
+
+def form_bytes(arch: str, size: dict, samples: int, build_kwargs: dict, *, replicas: int = 0,
+               features: bool = False) -> float:
+    """The most bytes (in float64) held at once while building the NQF's structure form of the
+    module ``arch`` at ``size`` on ``samples`` inputs and keeping it: with ``replicas`` > 0 also
+    one step of its quadratic model on that many replicas (its outputs and the gradient), with
+    ``features`` also its effective features (nqf.architectures.effective, as the least-squares
+    floor builds them). Forms check their values, which the meta device does not hold, so this
+    runs for real (:func:`probed`: a form, its outputs and its features grow linearly with the
+    inputs). 0 when the module does not build."""
+    import torch
+
+    from nqf.architectures import build
+
+    def make(n):
+        module = build(arch, size, **build_kwargs)
+        x = module.sample_inputs(n, torch.Generator().manual_seed(0))
+        form = module.structure(x)
+        kept = [form]
+        if features:
+            from nqf.architectures.effective import effective_features
+
+            kept.append(effective_features(form))
+        if replicas:
+            W = torch.zeros(int(replicas), module.p, module.width, dtype=torch.float64, requires_grad=True)
+            form.outputs(W).square().sum().backward()
+        return kept
+
+    return probed(make, samples)[2]
 
 
 # The runtime model of a training run (:func:`run_seconds`): a step costs OP_SECONDS per torch

@@ -5,12 +5,14 @@ Every rule's ``mem_mb`` and ``runtime`` are functions of the job's wildcards and
 guess for all:
 
 * **memory** (MB): :data:`BASE_MB` (the process with torch, NumPy, xarray and netCDF4 loaded, and
-  a stage's own arrays, measured) plus :data:`MEMORY_FACTOR` times the experiment's estimate
-  (:func:`nqf.experiments.machine.estimate`: the float64 arrays its largest run holds at once,
-  the floor that ``nqf check-config`` reports) for the jobs that hold an experiment's arrays
-  (data, structure, theory, train, fit, figure), a training run's step (its activations and
-  gradients at their peak, :func:`nqf.experiments.work.run_work`) added; the others hold no
-  more than the process.
+  a stage's own small arrays, measured) plus :data:`MEMORY_FACTOR` times what the job holds by
+  nqf's counts (:meth:`JobResources.held_bytes`): for the jobs that hold an experiment's arrays
+  (data, structure, theory, train, fit, figure) the experiment's estimate
+  (:func:`nqf.experiments.machine.estimate`: the float64 arrays its largest run holds at once, the
+  floor that ``nqf check-config`` reports) and the stage's own arrays where the kind counts them
+  (its ``stage_bytes`` hook); for a training run also its step (activations and gradients at
+  their peak, :func:`nqf.experiments.work.run_work`, counted in float64 and scaled to the run's
+  dtype); the others hold no more than the process.
 * **runtime** (minutes): for a training run, :data:`RUNTIME_FACTOR` times the seconds of
   :func:`nqf.experiments.work.run_seconds` (its steps, the FLOPs and torch operations of each,
   counted by :func:`nqf.experiments.work.run_work`), at least :data:`MIN_MINUTES`; for the
@@ -46,6 +48,9 @@ RUNTIME_FACTOR = 2.0
 MIN_MINUTES = 5
 # Minutes of the stages that train nothing (the default run's longest such job took under a minute).
 STAGE_MINUTES = 10
+# A training step's bytes are counted in float64 (nqf.experiments.work); a run in another dtype
+# holds this share of them.
+DTYPE_SHARE = {"float64": 1.0, "float32": 0.5}
 # Each attempt after a failed one asks for GROWTH times the one before.
 GROWTH = 2
 # Stages whose jobs hold one experiment's arrays (its data, structure matrices, recorded runs).
@@ -88,6 +93,7 @@ class JobResources:
         self.experiments = experiments
         self._estimates: dict[str, dict] = {}
         self._work: dict[tuple[str, str], dict] = {}
+        self._stage_bytes: dict[tuple[str, str], float] = {}
 
     def estimate(self, exp: str) -> dict:
         """nqf's estimate of the largest run of experiment ``exp`` (computed once)."""
@@ -111,13 +117,33 @@ class JobResources:
 
         return run_seconds(self.work(exp, run))
 
+    def stage_bytes(self, exp: str, stage: str) -> float:
+        """The bytes the job of ``stage`` of ``exp`` holds beyond the estimate (the kind's
+        ``stage_bytes`` hook; computed once)."""
+        if (exp, stage) not in self._stage_bytes:
+            from nqf.experiments import kind_of
+            from nqf.experiments.contract import hook
+
+            cfg = dict(self.experiments[exp])
+            self._stage_bytes[exp, stage] = float(hook(kind_of(cfg), "stage_bytes")(cfg, stage))
+        return self._stage_bytes[exp, stage]
+
+    def held_bytes(self, stage: str, exp: str | None, run: str | None = None) -> float:
+        """What the job of ``stage`` (of ``exp``, training run ``run``) holds by nqf's estimates: the
+        experiment's arrays, the stage's own (``stage_bytes``) and a training step's tensors, the
+        latter counted in float64 and scaled to the run's dtype (a float32 run holds half)."""
+        if stage not in EXPERIMENT_STAGES or exp is None:
+            return 0.0
+        held = self.estimate(exp)["bytes"] + self.stage_bytes(exp, stage)
+        if stage == "train":
+            work = self.work(exp, run)
+            held += work.get("bytes", 0.0) * DTYPE_SHARE.get(work.get("dtype", "float64"), 1.0)
+        return held
+
     def mem_mb(self, stage: str):
         """The rule ``stage``'s ``mem_mb``: a function of the job's wildcards and attempt."""
         def mem_mb(wildcards, attempt: int = 1) -> int:
-            exp = getattr(wildcards, "exp", None)
-            held = self.estimate(exp)["bytes"] if stage in EXPERIMENT_STAGES and exp is not None else 0
-            if stage == "train":
-                held += self.work(exp, wildcards.run).get("bytes", 0.0)
+            held = self.held_bytes(stage, getattr(wildcards, "exp", None), getattr(wildcards, "run", None))
             return grown(memory_mb(held), attempt)
 
         return mem_mb

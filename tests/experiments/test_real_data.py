@@ -377,3 +377,42 @@ def test_per_architecture_training_sets():
     bad = validate_config({"device": "cpu", "experiments": {"rd": {"kind": "real_data", "n_train": {"mlp": 10}}}})
     with pytest.raises(Exception, match="rd.n_train"):
         check_config(bad)
+
+
+def test_outputs_at_zero_in_batches_are_the_whole_forward(data):
+    cfg = experiment_config("real_data")
+    for arch in ARCHS:
+        module, x, _, _ = rd.prepared(data, arch, cfg["sizes"][arch], rd.n_train_of(cfg, arch))
+        whole = module.forward_with(torch.zeros(module.p, module.width, dtype=torch.float64), x)[:, 0].numpy()
+        batched = rd.outputs_at_zero(module, x, batch=7)  # a batch that does not divide the inputs
+        # each input's output is its own computation: equal up to float64 rounding of the
+        # products' blocking (a few ulps of the largest output)
+        assert batched.shape == whole.shape
+        np.testing.assert_allclose(batched, whole, rtol=0, atol=1e-13 * max(1.0, np.abs(whole).max()))
+
+
+@pytest.fixture(scope="module")
+def larger():
+    """Sizes where the arrays that grow with the images outweigh the fixed ones (weights, their
+    gradients, small buffers) that the cluster's BASE_MB covers: 1400 of the 1797 8x8 digits."""
+    cfg = experiment_config("real_data", n_train=1400, n_test=300, n_record=2,
+                            steps={"mlp": 3, "cnn": 3, "qk_self_attention": 3})
+    return cfg, rd.make_data(stage_config(cfg, "data"))
+
+
+def test_the_memory_counted_for_a_job_bounds_what_it_holds(larger):
+    """nqf.pipeline.resources asks for the experiment's estimate plus the stage's own bytes
+    (stage_bytes) or the run's (work): the tensors each real_data job makes, counted while alive
+    (nqf.experiments.work.count_work), peak within that sum (the images themselves, already loaded
+    here, are counted in the estimate and not by the count)."""
+    from nqf.experiments import run_ids
+    from nqf.experiments.work import count_work
+
+    cfg, data = larger
+    images = rd.estimate(cfg)["bytes"]
+    peak = count_work(lambda: rd.structure(data, stage_config(cfg, "structure")), device="cpu")[2]
+    assert 0 < peak <= images + rd.stage_bytes(cfg, "structure")
+    assert rd.stage_bytes(cfg, "train") == 0
+    for run in run_ids(cfg):
+        peak = count_work(lambda run=run: rd.train_run(data, stage_config(cfg, "train"), run, "cpu"), device="cpu")[2]
+        assert 0 < peak <= images + rd.work(cfg, run)["bytes"], run

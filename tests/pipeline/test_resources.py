@@ -42,15 +42,35 @@ def test_meta_device_counts_equal_a_real_step():
         assert 2 * nbytes < nbytes2 <= 4 * nbytes
 
 
-def test_a_module_whose_forward_reads_values_is_counted_on_a_probe_batch():
-    # the attention's softmax shift reads its logits, which the meta device does not hold
-    size = {"d_k": 4}
-    flops, ops, nbytes = M.module_work("qk_self_attention", size, 2, 64, {"image": (8, 8), "n_outputs": 1})
+def test_a_module_whose_forward_reads_values_is_counted_on_probe_batches():
+    # the attention's softmax shift reads its logits, which the meta device does not hold: it is
+    # run for real, directly up to the larger probe, beyond on the line through the two probes
+    size, kw = {"d_k": 4}, {"image": (8, 8), "n_outputs": 1}
     assert M.count_work(lambda: None) == (0.0, 0, 0.0)
-    small, _, small_bytes = M.module_work("qk_self_attention", size, 2, M.PROBE_SAMPLES,
-                                          {"image": (8, 8), "n_outputs": 1})
-    assert ops > 10 and flops == pytest.approx(small * 64 / M.PROBE_SAMPLES)
-    assert nbytes == pytest.approx(small_bytes * 64 / M.PROBE_SAMPLES)
+    lo, hi = M.PROBES
+    flops, ops, nbytes = M.module_work("qk_self_attention", size, 2, hi, kw)
+    assert ops > 10 and flops > 0 and nbytes > 0
+    direct = M.count_work(lambda: _attention_step(size, kw, 2, hi), device="cpu")
+    assert (flops, nbytes) == (direct[0], direct[2])
+    # far beyond the probes: FLOPs exactly linear in the inputs (up to the float rounding of the
+    # line); the bytes at most linear (the attention computes large batches in chunks, so they
+    # grow more slowly there), so the line bounds them from above, and below the old estimate
+    # (the larger probe scaled by the inputs), which scaled the weights and gradients up too
+    far = 8 * hi
+    line = M.module_work("qk_self_attention", size, 2, far, kw)
+    direct = M.count_work(lambda: _attention_step(size, kw, 2, far), device="cpu")
+    assert line[0] == pytest.approx(direct[0], rel=1e-9) and line[1] == ops
+    assert direct[2] <= line[2] <= nbytes * far / hi
+
+
+def _attention_step(size, kw, replicas, n):
+    from nqf.architectures import build
+
+    module = build("qk_self_attention", size, **kw)
+    x = module.sample_inputs(n, torch.Generator().manual_seed(0))
+    W0 = module.unit_weights().detach()
+    W = W0.expand(replicas, *W0.shape).clone().requires_grad_(True)
+    module.forward_replicas(W, x).square().sum().backward()
 
 
 def test_the_bytes_of_a_step_are_those_alive_at_once():
@@ -164,3 +184,18 @@ def test_the_dry_run_prints_nqfs_requests_for_every_job(tmp_path):
         assert int(found["runtime"]) == jobs.runtime(rule)(wc, 1), (rule, wc, res)
         seen.add(rule)
     assert seen >= {"data", "structure", "theory", "train", "fit", "figure", "summary", "reproduction"}, seen
+
+
+def test_a_jobs_memory_counts_its_stage_and_its_runs_dtype():
+    base = validate_config({"experiments": {"a": {"kind": "real_data", "dtype": "float64"}}})["experiments"]["a"]
+    jobs = R.JobResources({"a": base, "b": {**base, "dtype": "float32"}})
+    images = jobs.estimate("a")["bytes"]
+    # the structure stage's own arrays (the forms of every image) on top of the images
+    assert jobs.held_bytes("structure", "a") == images + jobs.stage_bytes("a", "structure") > images
+    assert jobs.held_bytes("fit", "a") == images and jobs.held_bytes("summary", None) == 0
+    # a training step's bytes are counted in float64: a float32 run holds half of them
+    step = R.run_work(base, "cnn")["bytes"]
+    assert step > 0
+    assert jobs.held_bytes("train", "a", "cnn") == pytest.approx(images + step)
+    assert jobs.held_bytes("train", "b", "cnn") == pytest.approx(images + step / 2)
+    assert jobs.mem_mb("train")(SimpleNamespace(exp="b", run="cnn")) == R.grown(R.memory_mb(images + step / 2), 1)

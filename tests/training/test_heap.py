@@ -5,6 +5,7 @@ asks after every record; the resident size itself is read from /proc, so those c
 """
 from __future__ import annotations
 
+import os
 import sys
 from types import SimpleNamespace
 
@@ -41,6 +42,51 @@ def test_trims_only_above_the_fraction_of_the_budget(monkeypatch):
     assert not heap.keep_within_budget() and not calls
     heap.set_budget(rss / 2)  # below it
     assert heap.keep_within_budget() and calls == [1]
+
+
+@linux
+def test_large_blocks_get_their_own_mappings_once_the_fraction_is_passed(monkeypatch):
+    switched = []
+    monkeypatch.setattr(heap, "trim", lambda: True)
+    monkeypatch.setattr(heap, "map_large_blocks", lambda: switched.append(1) or monkeypatch.setattr(
+        heap, "_mapping_large", True) or True)
+    monkeypatch.setattr(heap, "_mapping_large", False)
+    heap.set_budget(100 * heap.resident_mb())
+    assert not heap.keep_within_budget() and not switched  # within the budget: the fast settings stay
+    heap.set_budget(heap.resident_mb() / 2)
+    assert heap.keep_within_budget() and heap.keep_within_budget()
+    assert switched == [1]  # once
+
+
+# A child under the workflow's allocator settings frees a 256 MB array; its resident size after,
+# minus before, in MB. With the switch (glibc's mallopt) the block was mapped on its own and went
+# back when freed; without, the heap keeps it.
+_CHILD = """
+import sys
+import numpy as np
+from nqf.training import heap
+if sys.argv[1] == "switch":
+    assert heap.map_large_blocks()
+before = heap.resident_mb()
+a = np.ones(2 ** 25)  # 256 MB, touched
+del a
+print(heap.resident_mb() - before)
+"""
+
+
+@linux
+@pytest.mark.skipif(heap._libc() is None, reason="mallopt and malloc_trim are glibc's")
+def test_a_freed_large_block_goes_back_once_switched():
+    import subprocess
+
+    from nqf.pipeline.snakefile import ALLOCATOR_SETTINGS
+
+    env = {**os.environ, **ALLOCATOR_SETTINGS}
+    kept = {how: float(subprocess.run([sys.executable, "-c", _CHILD, how], env=env, capture_output=True,
+                                      text=True, check=True).stdout) for how in ("keep", "switch")}
+    # 256 MB either kept whole by the heap or handed back whole: 64 MB separates the two for
+    # any other allocation the child makes meanwhile
+    assert kept["keep"] > 192 and kept["switch"] < 64
 
 
 @linux

@@ -44,7 +44,7 @@ import xarray as xr
 from nqf.data.datasets import load_digit_task
 from nqf.errors import ConfigError
 from nqf.experiments.real_data import fitting as fits
-from nqf.experiments.real_data.planning import check, estimate, work
+from nqf.experiments.real_data.planning import check, estimate, stage_bytes, work
 from nqf.experiments.real_data.runs import (
     ATTENTION,
     ATTENTION_READINGS,
@@ -78,9 +78,12 @@ from nqf.training.loop import train
 
 __all__ = ["ATTENTION", "ATTENTION_READINGS", "FIGURE", "KIND", "PAPER_FIGURE", "READING_CHOICES", "READING_KEYS",
            "SCORES", "SCREEN", "RunSetup", "accuracy", "attention_options", "build_module", "check", "estimate",
-           "fit", "input_scale", "make_data", "module_inputs", "n_train_of", "prepared", "reading_keys",
-           "reading_label", "readout_vector", "run_config", "runs", "screen_run", "screened_readings", "structure",
-           "theory", "train_run", "work"]
+           "fit", "input_scale", "make_data", "module_inputs", "n_train_of", "outputs_at_zero", "prepared", "reading_keys",
+           "reading_label", "readout_vector", "run_config", "runs", "screen_run", "screened_readings", "stage_bytes",
+           "structure", "theory", "train_run", "work"]
+
+# inputs whose output at W = 0 the structure stage computes together
+ZERO_BATCH = 250
 
 # facts the generic checks and reports read (nqf.experiments.contract.OPTIONAL)
 _PADDING = "NaN beyond an architecture's number of modes"
@@ -166,8 +169,7 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
         module, x, x_test, y = prepared(data, arch, cfg["sizes"][arch], n_train_of(cfg, arch), own)
         m = y.size
         with torch.no_grad():
-            zero = torch.zeros(module.p, module.width, dtype=torch.float64)
-            f0, f0_test = module.forward_with(zero, x)[:, 0].numpy(), module.forward_with(zero, x_test)[:, 0].numpy()
+            f0, f0_test = outputs_at_zero(module, x), outputs_at_zero(module, x_test)
             form, form_test = module.structure(x), module.structure(x_test)
             floor, e, f_test = least_squares_nqf(effective_features(form).numpy(), y - f0,
                                                  effective_features(form_test).numpy(), f0_test)
@@ -206,6 +208,15 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
          "C": (("arch", "mode", "mode_j"), C, {"units": "1", "long_name": "interaction C_ab = (8/m) sum lambda_mu,a lambda_mu,b"})},
         coords={"arch": archs, "mode": np.arange(n_modes), "mode_j": np.arange(n_modes)},
         attrs={"experiment_kind": KIND, "source": data.attrs.get("source", "")})
+
+
+def outputs_at_zero(module, x, batch: int = ZERO_BATCH) -> np.ndarray:
+    """The module's output f(0) at W = 0 on each input of ``x``, ``batch`` inputs at a time (all
+    at once, the paper CNN's patches of 4000 images held 1.4 GB)."""
+    import torch
+
+    zero = torch.zeros(module.p, module.width, dtype=x.dtype)
+    return np.concatenate([module.forward_with(zero, x[i:i + batch])[:, 0].numpy() for i in range(0, len(x), batch)])
 
 
 def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr.Dataset:

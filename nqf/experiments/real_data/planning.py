@@ -81,19 +81,42 @@ def work(cfg: dict, run: str) -> dict:
     about RECORD_STEPS steps. The screen run, per screened reading: the NQF trained alone (the
     module's operations, few FLOPs) and, at each record, the module's forward on the training and
     test images (a third of a step's FLOPs per image)."""
-    from nqf.experiments.work import RECORD_STEPS, module_work
+    from nqf.experiments.work import RECORD_STEPS, form_bytes, module_work
 
     rc = run_config(cfg, run)
     side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
-    n_train, n_record = int(rc["n_train"]), int(cfg["n_record"])
-    flops, ops, nbytes = module_work(rc["architecture"], rc["size"], len(cfg["seeds"]), n_train,
-                             {"image": side, "n_outputs": 1})
+    n_train, n_record, n_test = int(rc["n_train"]), int(cfg["n_record"]), int(cfg["n_test"])
+    arch, size, build_kwargs = rc["architecture"], rc["size"], {"image": side, "n_outputs": 1}
+    flops, ops, nbytes = module_work(arch, size, len(cfg["seeds"]), n_train, build_kwargs)
+    # held besides: the NQF's form of the test images all run long, and while the NQF trains its
+    # form of the training images and its step (the module's activations are gone by then)
+    form_test = form_bytes(arch, size, n_test, build_kwargs)
+    nqf_step = form_bytes(arch, size, n_train, build_kwargs, replicas=len(cfg["seeds"]))
     if run != SCREEN:
-        return {"steps": int(rc["steps"]) + RECORD_STEPS * n_record, "flops": flops, "ops": 2 * ops, "bytes": nbytes}
+        return {"steps": int(rc["steps"]) + RECORD_STEPS * n_record, "flops": flops, "ops": 2 * ops,
+                "bytes": max(nbytes, nqf_step) + form_test}
     readings = len(rc["screen"])
-    evaluated = flops / 3 * (n_train + int(cfg["n_test"])) / n_train
+    evaluated = flops / 3 * (n_train + n_test) / n_train
+    # a reading's least-squares floor is computed after its NQF has trained: its float64 forms
+    # and features of every image (the run's dtype scales the counted bytes, so counted twice
+    # for a float32 run)
+    floor = form_bytes(arch, size, n_train + n_test, build_kwargs, features=True)
+    floor *= 2.0 if rc["dtype"] == "float32" else 1.0
     return {"steps": readings * int(rc["steps"]), "flops": 0.0, "ops": ops,
-            "flops_once": readings * n_record * evaluated, "bytes": nbytes}
+            "flops_once": readings * n_record * evaluated, "bytes": max(nbytes, nqf_step, floor) + form_test}
+
+
+def stage_bytes(cfg: dict, stage: str) -> float:
+    """The structure stage's own arrays (nqf.pipeline.resources): per architecture, one after the
+    other, the NQF's forms and effective features of every training and test image (float64)."""
+    from nqf.experiments.work import form_bytes
+
+    if stage != "structure":
+        return 0.0
+    side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
+    n_test = int(cfg["n_test"])
+    return max(form_bytes(a, cfg["sizes"][a], n_train_of(cfg, a) + n_test, {"image": side, "n_outputs": 1},
+                          features=True) for a in cfg["architectures"])
 
 
 def _npz_part(path, arrays: dict, n: int, images: int) -> dict:

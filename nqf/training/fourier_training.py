@@ -68,7 +68,7 @@ class FourierReplicas(torch.nn.Module):
         if not self.nonlinear:
             return (self.s * a * W * self.scale) @ self.psi.T
         h = tanh((self.s * a)[:, None, :] * self.psi)
-        return torch.einsum("rmk,rk->rm", h, W) * self.scale
+        return rows_times(h, W) * self.scale
 
     def loss_and_grad(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Weighted squared loss per replica and its exact gradient (R, 2, P)."""
@@ -76,7 +76,7 @@ class FourierReplicas(torch.nn.Module):
             a, W = self.theta[:, 0], self.theta[:, 1]
             if self.nonlinear:
                 h = _tanh((self.s * a)[:, None, :] * self.psi)  # (R, m, P)
-                res = torch.bmm(h, W[:, :, None])[:, :, 0] * self.scale - y
+                res = rows_times(h, W) * self.scale - y
                 wres = (2.0 * self.scale * self.w * res)[:, None, :]  # (R, 1, m)
                 gW = torch.bmm(wres, h)[:, 0]
                 sech2_psi = h.square_().neg_().add_(1.0).mul_(self.psi)  # in place: h is no longer needed
@@ -146,7 +146,7 @@ class RawMLPReplicas(torch.nn.Module):
     def forward(self) -> torch.Tensor:
         u, c, v, d = self._split()
         h = tanh(self.x[None, :, None] * u[:, None, :] + c[:, None, :])
-        return torch.einsum("rmh,rh->rm", h, v) + d[:, None]
+        return rows_times(h, v) + d[:, None]
 
     def loss_and_grad(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean squared loss per replica and its exact gradient (R, 3 H + 1)."""
@@ -155,12 +155,20 @@ class RawMLPReplicas(torch.nn.Module):
             X = torch.stack([self.x, torch.ones_like(self.x)], 1)  # (M, 2): pre = x u + c
             h = _tanh(torch.matmul(X, th[:, :2 * H].reshape(-1, 2, H)))  # (R, M, H)
             v, d = th[:, 2 * H:3 * H], th[:, 3 * H]
-            res = torch.bmm(h, v[:, :, None])[:, :, 0] + d[:, None] - y
+            res = rows_times(h, v) + d[:, None] - y
             g = 2.0 / res.shape[1] * res
             gv = torch.bmm(g[:, None, :], h)[:, 0]
             gpre = h.square_().neg_().add_(1.0).mul_(v[:, None, :])  # in place: h is no longer needed
             guc = torch.bmm((X.T[None] * g[:, None, :]), gpre)  # (R, 2, H): [x; 1] weighted sums
             return (res * res).mean(1), torch.cat([guc[:, 0], guc[:, 1], gv, g.sum(1, keepdim=True)], 1)
+
+
+def rows_times(h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """h (R, m, k) times v (R, k) for each replica: (R, m). Computed as the row vector v times h
+    transposed, which torch's CPU BLAS does 3.5-9x faster than h times the column v (bmm or
+    einsum) at the training runs' shapes, (6, 129, 104) to (64, 129, 64), equal up to rounding
+    (benchmarks/results/rows_times.txt)."""
+    return torch.bmm(v[:, None, :], h.mT)[:, 0]
 
 
 def _tanh(x: torch.Tensor) -> torch.Tensor:

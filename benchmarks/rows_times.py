@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workloads import matmul_peak  # noqa: E402
+from workloads import matmul_peak
 
-import nqf.training.fourier_training as F  # noqa: E402
+import nqf.training.fourier_training as F
 
 
 def column(h, v):
@@ -67,18 +67,18 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "rows_times.txt")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    lines = [f"rows_times on {platform.node()}, {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}, "
-             f"one thread, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC",
+    lines = [(f"rows_times on {platform.node()}, {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}, "
+              f"one thread, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC"),
              f"float32 matmul peak: {matmul_peak(torch.float32, (512, 1024), 10):.1f} GFLOP/s", "",
              "h (R, m, k) @ v (R, k)        dtype     column us   row us   column/row   max rel diff"]
     for shape, dt in [((6, 129, 104), torch.float32), ((16, 129, 64), torch.float64),
                       ((64, 129, 64), torch.float64), ((4, 256, 256), torch.float64)]:
         g = torch.Generator().manual_seed(0)
         h, v = torch.randn(*shape, dtype=dt, generator=g), torch.randn(shape[0], shape[2], dtype=dt, generator=g)
-        c, r = per_call(lambda: column(h, v), 500), per_call(lambda: F.rows_times(h, v), 500)
+        c, r = per_call(lambda h=h, v=v: column(h, v), 500), per_call(lambda h=h, v=v: F.rows_times(h, v), 500)
         a, b = column(h, v), F.rows_times(h, v)
         diff = float((a - b).abs().max() / a.abs().max())
-        lines.append(f"{str(shape):28s}  {str(dt)[6:]:8s}  {c:10.1f}  {r:7.1f}  {c / r:11.2f}   {diff:.1e}")
+        lines.append(f"{shape!s:28s}  {str(dt)[6:]:8s}  {c:10.1f}  {r:7.1f}  {c / r:11.2f}   {diff:.1e}")
     lines += ["", "whole step (loss_and_grad)                 column us   row us   column/row"]
     row_way = F.rows_times
     for name, label in (("fourier", "default Fourier MLP (6, 129, 104) float32"),
@@ -87,7 +87,7 @@ def main() -> None:
         times = {}
         for way, fn in (("column", column), ("row", row_way)):
             F.rows_times = fn
-            times[way] = per_call(lambda: model.loss_and_grad(y), 300)
+            times[way] = per_call(lambda m=model, t=y: m.loss_and_grad(t), 300)
         F.rows_times = row_way
         lines.append(f"{label:42s} {times['column']:10.1f}  {times['row']:7.1f}  {times['column'] / times['row']:11.2f}")
     text = "\n".join(lines) + "\n"

@@ -256,11 +256,23 @@ def run_stage(name: str, smk) -> None:
 def set_memory_budget(smk) -> None:
     """The job's memory request (its ``mem_mb`` resource, what a cluster holds it to) as this
     process's budget: a training loop then hands the heap's free pages back before the allocator's
-    retained memory takes it past the request (nqf.training.heap)."""
+    retained memory takes it past the request, and where the request is a hard limit
+    (:func:`memory_limit_is_hard`) also maps its large blocks on their own (nqf.training.heap)."""
     from nqf.training import heap
 
     mem_mb = getattr(getattr(smk, "resources", None), "mem_mb", None)
-    heap.set_budget(float(mem_mb) if isinstance(mem_mb, (int, float)) and mem_mb > 0 else None)
+    heap.set_budget(float(mem_mb) if isinstance(mem_mb, (int, float)) and mem_mb > 0 else None,
+                    hard=memory_limit_is_hard())
+
+
+def memory_limit_is_hard(environ=os.environ) -> bool:
+    """Whether this job's memory request is a limit that ends it (nqf.training.heap.set_budget):
+    inside a SLURM job (SLURM_JOB_ID set), or where NQF_MEMORY_LIMIT is "hard"; "soft" says it
+    is not (a local run, where Snakemake only schedules by it)."""
+    setting = environ.get("NQF_MEMORY_LIMIT", "").strip().lower()
+    if setting in ("hard", "soft"):
+        return setting == "hard"
+    return bool(environ.get("SLURM_JOB_ID"))
 
 
 def _data(smk) -> None:

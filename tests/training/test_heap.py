@@ -51,9 +51,11 @@ def test_large_blocks_get_their_own_mappings_once_the_fraction_is_passed(monkeyp
     monkeypatch.setattr(heap, "map_large_blocks", lambda: switched.append(1) or monkeypatch.setattr(
         heap, "_mapping_large", True) or True)
     monkeypatch.setattr(heap, "_mapping_large", False)
-    heap.set_budget(100 * heap.resident_mb())
+    heap.set_budget(100 * heap.resident_mb(), hard=True)
     assert not heap.keep_within_budget() and not switched  # within the budget: the fast settings stay
-    heap.set_budget(heap.resident_mb() / 2)
+    heap.set_budget(heap.resident_mb() / 2)  # a soft budget (a local run): trimmed, never switched
+    assert heap.keep_within_budget() and not switched
+    heap.set_budget(heap.resident_mb() / 2, hard=True)
     assert heap.keep_within_budget() and heap.keep_within_budget()
     assert switched == [1]  # once
 
@@ -122,6 +124,19 @@ def test_the_training_loop_checks_after_every_record(monkeypatch):
 
     ds = train(Replicas(), y, lr=0.05, steps=30, n_record=7)
     assert len(checks) >= ds.sizes["step"] == np.unique(ds["step"].values).size
+
+
+def test_the_memory_limit_is_hard_in_a_slurm_job_or_when_said(monkeypatch):
+    from nqf.pipeline.stages import memory_limit_is_hard
+
+    assert not memory_limit_is_hard({})
+    assert memory_limit_is_hard({"SLURM_JOB_ID": "42"})
+    assert not memory_limit_is_hard({"SLURM_JOB_ID": "42", "NQF_MEMORY_LIMIT": "soft"})
+    assert memory_limit_is_hard({"NQF_MEMORY_LIMIT": "Hard"})
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.delenv("NQF_MEMORY_LIMIT", raising=False)
+    set_memory_budget(SimpleNamespace(resources=SimpleNamespace(mem_mb=3754)))
+    assert heap._hard
 
 
 def test_a_job_gets_its_memory_request_as_budget():

@@ -56,7 +56,7 @@ def estimate(cfg: dict) -> dict:
     they are the largest part, ``refusal`` is the sentence for a machine too small."""
     from nqf.experiments.machine import generic_estimate
 
-    side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
+    side = image_side(cfg)
     counts = cfg["n_train"]  # a mapping missing an architecture is refused by check, after this
     n = max(int(counts.get(a, 0)) if isinstance(counts, dict) else int(counts) for a in cfg["architectures"])
     n += int(cfg["n_test"])
@@ -84,7 +84,7 @@ def work(cfg: dict, run: str) -> dict:
     from nqf.experiments.work import RECORD_STEPS, form_bytes, module_work
 
     rc = run_config(cfg, run)
-    side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
+    side = image_side(cfg)
     n_train, n_record, n_test = int(rc["n_train"]), int(cfg["n_record"]), int(cfg["n_test"])
     arch, size, build_kwargs = rc["architecture"], rc["size"], {"image": side, "n_outputs": 1}
     flops, ops, nbytes = module_work(arch, size, len(cfg["seeds"]), n_train, build_kwargs)
@@ -113,7 +113,7 @@ def stage_bytes(cfg: dict, stage: str) -> float:
 
     if stage != "structure":
         return 0.0
-    side = (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
+    side = image_side(cfg)
     n_test = int(cfg["n_test"])
     return max(form_bytes(a, cfg["sizes"][a], n_train_of(cfg, a) + n_test, {"image": side, "n_outputs": 1},
                           features=True) for a in cfg["architectures"])
@@ -149,6 +149,12 @@ def _npz_part(path, arrays: dict, n: int, images: int) -> dict:
             f"NQF_MAX_MEMORY_GB to change the limit); point path to an .npz with fewer images (this "
             f"experiment uses {n} of them)."))
     return part
+
+
+def image_side(cfg: dict) -> tuple[int, int]:
+    """The images' (rows, columns) as the config's dataset holds them (an .npz's own shape is read
+    by estimate where it differs)."""
+    return (8, 8) if cfg["dataset"] == "digits8x8" else (28, 28)
 
 
 def _largest_steps(cfg: dict) -> int:

@@ -32,7 +32,7 @@ FRACTION = 0.85  # of the budget: the resident size above which the heap's free 
 MMAP_FALLBACK_BYTES = 32 * 2 ** 20
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 _budget_mb: float | None = None
-_malloc_trim = None  # glibc's malloc_trim, looked up on first use (False: there is none)
+_glibc = None  # glibc (malloc_trim, mallopt), looked up on first use (False: the C library is another)
 _mapping_large = False  # whether this process has switched its large blocks to their own mappings
 _hard = False  # whether the budget is a limit that ends the process (set_budget)
 
@@ -66,14 +66,14 @@ def resident_mb() -> float | None:
 
 def _libc():
     """glibc (None where the C library is another: musl, macOS)."""
-    global _malloc_trim
-    if _malloc_trim is None:
+    global _glibc
+    if _glibc is None:
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _malloc_trim = libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else False
+            _glibc = libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else False
         except OSError:
-            _malloc_trim = False
-    return _malloc_trim or None
+            _glibc = False
+    return _glibc or None
 
 
 def trim() -> bool:

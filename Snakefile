@@ -34,4 +34,5 @@ rule all:
 # without a word (out of memory, a time limit), and that rerunning the same command resumes.
 onerror:
     nqf_job_server.stop()
+    nqf_snakefile.end_scheduler_wakeups()
     nqf_snakefile.on_error(log)

@@ -256,6 +256,27 @@ def start_job_server(workflow, jobs_run_here: bool) -> str | None:
                             jobs=sum(1 for _ in workflow.dag.needrun_jobs()))
 
 
+def end_scheduler_wakeups() -> int:
+    """Cancel the wake-ups Snakemake's job scheduler left behind (the number cancelled).
+
+    With a rate limit on job starts (``--max-jobs-per-timespan``, set in profiles/default), the
+    scheduler arms a ``threading.Timer`` of one timespan after each of its rounds, to look again
+    once the limit allows. Those timers are not daemons: the interpreter waits for every one still
+    armed before it exits, up to a timespan after the run has ended. Called from ``onsuccess`` and
+    ``onerror``, when no round is left to run. A Snakemake whose scheduler arms no such timers
+    (another version) leaves nothing to cancel."""
+    import threading
+
+    cancelled = 0
+    for thread in threading.enumerate():
+        code = getattr(getattr(thread, "function", None), "__code__", None)
+        if isinstance(thread, threading.Timer) and code is not None \
+                and Path(code.co_filename).parts[-2:] == ("scheduling", "job_scheduler.py"):
+            thread.cancel()
+            cancelled += 1
+    return cancelled
+
+
 def on_error(snakemake_log) -> None:
     """A failed run ends with one sentence per failed job (nqf.pipeline.job_failures), on stderr."""
     from nqf.pipeline.job_failures import summary

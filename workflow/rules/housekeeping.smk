@@ -21,4 +21,5 @@ onstart:
 
 onsuccess:
     nqf_job_server.stop()
+    nqf_snakefile.end_scheduler_wakeups()
     nqf_results_record.update("results")

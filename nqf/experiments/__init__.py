@@ -256,10 +256,16 @@ def _kind_check(kind, exp: dict) -> list[tuple[str, str]]:
 
     import numpy as np
 
+    from nqf.experiments.estimate_cache import cached
+
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)  # the overflow's ValueError follows
-            return hook(kind, "check")(exp)
+            # kept on disk for the next snakemake call (nqf.experiments.estimate_cache): a check
+            # may build the kind's modules on torch's meta device
+            problems = cached("check", [kind.__name__, exp],
+                              lambda: [list(problem) for problem in hook(kind, "check")(exp)])
+            return [tuple(problem) for problem in problems]
     except (ValueError, ArithmeticError) as exc:
         first = " ".join(str(exc).split())[:160]
         extreme = _extreme_number(exp)

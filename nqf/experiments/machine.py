@@ -185,8 +185,11 @@ def generic_estimate(exp: dict) -> dict:
 
 def estimate(kind: ModuleType, exp: dict) -> dict:
     """The estimate of the largest run of ``exp`` by its kind's module ``kind``, or :func:`generic_estimate`."""
+    from nqf.experiments.estimate_cache import cached
+
     own = hook(kind, "estimate")
-    return own(exp) if own is not None else generic_estimate(exp)
+    return cached("estimate", [kind.__name__, exp],
+                  lambda: own(exp) if own is not None else generic_estimate(exp))
 
 
 def resource_problems(exp_id: str, exp: dict, kind: ModuleType, limit: int | None = None) -> list[tuple[str, str]]:

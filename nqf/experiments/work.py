@@ -162,8 +162,11 @@ def run_work(kind: ModuleType, exp: dict, run: str) -> dict:
     return (its module's activations and gradients, beside the arrays of the estimate) and
     "dtype": the run's float type (default: the config's ``dtype``, else float64)}, from the kind's
     ``work(cfg, run)`` hook, else from its estimate of the largest run (:func:`generic_work`)."""
+    from nqf.experiments.estimate_cache import cached
+
     own = hook(kind, "work")
-    work = own(exp, run) if own is not None else generic_work(estimate(kind, exp))
+    work = cached("work", [kind.__name__, exp, run],
+                  lambda: own(exp, run) if own is not None else generic_work(estimate(kind, exp)))
     return {"dtype": str(exp.get("dtype", "float64")), **work}
 
 

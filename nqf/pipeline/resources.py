@@ -124,8 +124,12 @@ class JobResources:
             from nqf.experiments import kind_of
             from nqf.experiments.contract import hook
 
+            from nqf.experiments.estimate_cache import cached
+
             cfg = dict(self.experiments[exp])
-            self._stage_bytes[exp, stage] = float(hook(kind_of(cfg), "stage_bytes")(cfg, stage))
+            kind = kind_of(cfg)
+            self._stage_bytes[exp, stage] = float(cached(
+                "stage_bytes", [kind.__name__, cfg, stage], lambda: hook(kind, "stage_bytes")(cfg, stage)))
         return self._stage_bytes[exp, stage]
 
     def held_bytes(self, stage: str, exp: str | None, run: str | None = None) -> float:

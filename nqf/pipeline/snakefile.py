@@ -236,8 +236,13 @@ def setup(workflow, argv: list[str] | None = None) -> Workflow:
     ``sys.argv``)."""
     from nqf.pipeline.reproduction import config_identity
 
+    from nqf.experiments import estimate_cache
+
     argv = sys.argv if argv is None else argv
     tune_allocator()
+    # the config check's and the jobs' estimates, kept for the next call (a dry run, a cluster
+    # job's own snakemake): their meta-device counts cost ~4-5 s of CPU per call otherwise
+    estimate_cache.enable()
     config = validated_config(workflow, argv)
     # which config this run is (its files, overrides and hash; whether it is the default or the
     # paper's): the reproduction page says so

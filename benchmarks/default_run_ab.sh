@@ -17,12 +17,8 @@ out="${3:-$root/benchmarks/results/default_run_ab.txt}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 py="$root/.venv/bin/python"
-# the peak as benchmarks/workloads.py measures it (its matmul_peak), one torch thread
-peak() { PYTHONPATH="$root/benchmarks" "$py" -c '
-import torch
-from workloads import matmul_peak
-torch.set_num_threads(1)
-print(f"float32 matmul peak, one thread: {matmul_peak(torch.float32, (512, 1024), 10):.1f} GFLOP/s")'; }
+# the float32 matmul peak of one torch thread (benchmarks/matmul_peak.py)
+peak() { "$py" "$root/benchmarks/matmul_peak.py"; }
 {
   echo "Default run A/B on $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); snakemake --cores 2, job server on"
   for commit in "$before" "$after"; do

@@ -15,11 +15,8 @@ out="${2:-/dev/stdout}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 py="$root/.venv/bin/python"
-peak() { PYTHONPATH="$root/benchmarks" "$py" -c '
-import torch
-from workloads import matmul_peak
-torch.set_num_threads(1)
-print(f"float32 matmul peak, one thread: {matmul_peak(torch.float32, (512, 1024), 10):.1f} GFLOP/s")'; }
+# the float32 matmul peak of one torch thread (benchmarks/matmul_peak.py)
+peak() { "$py" "$root/benchmarks/matmul_peak.py"; }
 git clone -q "$root" "$work/run" && git -C "$work/run" checkout -q "$commit"
 cd "$work/run"
 {

@@ -19,12 +19,35 @@ def small_config(tmp_path, ids=("featurewise", "collapse")) -> Path:
     return path
 
 
-@pytest.mark.parametrize("damage", ["truncated", "foreign"])
-def test_unusable_input_is_named_and_regenerated(tmp_path, damage):
-    cfg = small_config(tmp_path, ids=("featurewise",))
-    work = tmp_path / "run"
+@pytest.fixture(scope="module")
+def featurewise_done(tmp_path_factory):
+    """A finished run of config/test.yaml's featurewise experiment, made once for this file's
+    tests: (its directory, its config file). A test damages its own copy (:func:`copy_of`)."""
+    base = tmp_path_factory.mktemp("featurewise_done")
+    cfg = small_config(base, ids=("featurewise",))
+    work = base / "run"
     first = snakemake(work, "--configfile", str(cfg), check=False)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert (work / ".snakemake" / "nqf_results.json").exists()  # written by onsuccess
+    return work, cfg
+
+
+def copy_of(done, tmp_path, name="run") -> tuple[Path, Path]:
+    """A copy of the finished run ``done`` in ``tmp_path / name`` with its times (what
+    ``cp -a`` makes: nqf knows its files by content) and of its config: (directory, config)."""
+    import shutil
+
+    work, cfg = done
+    copy = tmp_path / name
+    shutil.copytree(work, copy, symlinks=True)  # copy2: the files' times kept
+    own = tmp_path / "config.yaml"
+    shutil.copyfile(cfg, own)
+    return copy, own
+
+
+@pytest.mark.parametrize("damage", ["truncated", "foreign"])
+def test_unusable_input_is_named_and_regenerated(featurewise_done, tmp_path, damage):
+    work, cfg = copy_of(featurewise_done, tmp_path)
     data = work / "results" / "data" / "featurewise.nc"
     if damage == "truncated":
         raw = data.read_bytes()
@@ -93,7 +116,7 @@ def test_divergence_stops_or_is_recorded(tmp_path):
     assert (tmp_path / "record" / "results" / "figures" / "teacher_student.png").exists()
 
 
-def test_wrong_files_and_leftovers_are_swept_and_regenerated(tmp_path):
+def test_wrong_files_and_leftovers_are_swept_and_regenerated(featurewise_done, tmp_path):
     """A run file that reads fine but holds NaN (rewritten, so its fit reruns), a zero-filled fit
     file that kept its old mtime (nothing would read it) and the temporary file of a killed write:
     the next call names the NaN run with its rule, moves both bad files aside and regenerates
@@ -107,9 +130,7 @@ def test_wrong_files_and_leftovers_are_swept_and_regenerated(tmp_path):
     from nqf.io.netcdf import config_of, open_result, write_dataset
     from nqf.io.run_layout import to_file
 
-    cfg = small_config(tmp_path, ids=("featurewise",))
-    work = tmp_path / "run"
-    assert snakemake(work, "--configfile", str(cfg), check=False).returncode == 0
+    work, cfg = copy_of(featurewise_done, tmp_path)
     clean = tmp_path / "clean"
     shutil.copytree(work / "results", clean)
     res = work / "results"
@@ -141,7 +162,7 @@ def test_wrong_files_and_leftovers_are_swept_and_regenerated(tmp_path):
     assert (clean / "summary.csv").read_text() == (res / "summary.csv").read_text()
 
 
-def test_files_changed_behind_their_mtime_are_regenerated_in_the_same_call(tmp_path):
+def test_files_changed_behind_their_mtime_are_regenerated_in_the_same_call(featurewise_done, tmp_path):
     """Bytes changed while the mtime stayed (an edit that keeps mtimes, cp -a of another file): a
     theory file whose loss became NaN (theory files may hold NaN by design, so only the record of
     what nqf wrote can tell), a run file copied over with its old mtime that holds NaN, and a
@@ -152,10 +173,7 @@ def test_files_changed_behind_their_mtime_are_regenerated_in_the_same_call(tmp_p
 
     import numpy as np
 
-    cfg = small_config(tmp_path, ids=("featurewise",))
-    work = tmp_path / "run"
-    assert snakemake(work, "--configfile", str(cfg), check=False).returncode == 0
-    assert (work / ".snakemake" / "nqf_results.json").exists()  # written by onsuccess
+    work, cfg = copy_of(featurewise_done, tmp_path)
     clean = tmp_path / "clean"
     shutil.copytree(work / "results", clean)
     res = work / "results"
@@ -259,17 +277,11 @@ def test_a_dry_run_and_a_refused_run_change_nothing_while_a_run_trains(tmp_path)
     assert run_a.returncode == 0, out[-3000:]
 
 
-def test_a_dry_run_on_a_copied_tree_after_a_stopped_run_moves_nothing(tmp_path):
+def test_a_dry_run_on_a_copied_tree_after_a_stopped_run_moves_nothing(featurewise_done, tmp_path):
     """A finished tree copied with its times (cp -a, rsync -a) and its record lost (as after a
     stopped run, whose files nqf never recorded): a dry run with another config only says what a
     run would do; a real run with the same config finds every file known by content."""
-    import shutil
-
-    cfg = small_config(tmp_path, ids=("featurewise",))
-    work = tmp_path / "run"
-    assert snakemake(work, "--configfile", str(cfg), check=False).returncode == 0
-    copy = tmp_path / "copy"
-    shutil.copytree(work, copy, symlinks=True)  # copy2: the times, new ctimes
+    copy, cfg = copy_of(featurewise_done, tmp_path, "copy")  # copy2: the times, new ctimes
     files = {p: p.read_bytes() for p in (copy / "results").rglob("*.nc")}
     changed = yaml.safe_load(cfg.read_text())
     changed["experiments"]["featurewise"]["eps"] = 2e-3
@@ -289,15 +301,13 @@ def test_a_dry_run_on_a_copied_tree_after_a_stopped_run_moves_nothing(tmp_path):
     assert all(p.read_bytes() == b for p, b in files.items())
 
 
-def test_a_results_folder_replaced_by_a_file_is_moved_aside_and_regenerated(tmp_path):
+def test_a_results_folder_replaced_by_a_file_is_moved_aside_and_regenerated(featurewise_done, tmp_path):
     """Issue 30: `results/runs` replaced by a file gave Snakemake's NotADirectoryError on every
     run until removed by hand; a benchmark file linked to a file outside results/ was written
     through. The next run moves the file aside, removes the link, and regenerates the runs."""
     import shutil
 
-    cfg = small_config(tmp_path, ids=("featurewise",))
-    work = tmp_path / "run"
-    assert snakemake(work, "--configfile", str(cfg), check=False).returncode == 0
+    work, cfg = copy_of(featurewise_done, tmp_path)
     runs = work / "results" / "runs"
     shutil.rmtree(runs)
     runs.write_text("not a folder")

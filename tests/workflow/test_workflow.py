@@ -175,7 +175,11 @@ def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
     import signal
     import time
 
-    cfg = write_config(tmp_path, experiments__featurewise__steps=600000,
+    # featurewise's training must still run when the kill comes: the kill waits for its first
+    # progress line (10 s into the loop) and for featurewise_b to finish (~15 s after the start
+    # here); 250 000 steps take ~45 s at the ~0.19 ms a step measured on 2 CI-kind cores, a margin
+    # of 3x (600 000 steps, before, made the second call alone ~115 s)
+    cfg = write_config(tmp_path, experiments__featurewise__steps=250_000,
                        experiments__featurewise__n_record=60)
     cfg_data = yaml.safe_load(cfg.read_text())
     cfg_data["experiments"] = {k: cfg_data["experiments"][k] for k in ("featurewise", "featurewise_b")}

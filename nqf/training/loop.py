@@ -202,12 +202,14 @@ def train(model: torch.nn.Module, y, *, x=None, units=None, lr: float, steps: in
     if validate.half_precision(dtype):
         _half_precision_warning(model, y, dtype)
     grid = log_step_grid(steps, n_record) if record_steps is None else record_grid(record_steps, steps)
-    opt = make_optimizer(optimizer, params, lr, momentum, weight_decay)
+    # Plain GD with an analytic gradient is one in-place update per step (_run_steps): no
+    # torch.optim object, whose first construction in a process imports torch._dynamo (~2.5 s)
+    direct = _direct_gd(model, params, optimizer, weight_decay)
+    opt = None if direct else make_optimizer(optimizer, params, lr, momentum, weight_decay)
     scale = _replica_lr_scale(lr_scale, optimizer, dtype, device)
     losses, recorded, (tail, first) = _run_steps(
         model, y, params, opt, grid, record, probe, steps=steps, lr=lr, factor=factor, scale=scale,
-        direct_gd=optimizer == "gd" and weight_decay == 0.0, progress_seconds=progress_seconds,
-        divergence_hint=divergence_hint)
+        direct=direct, progress_seconds=progress_seconds, divergence_hint=divergence_hint)
     if optimizer == "gd" and weight_decay == 0.0:
         _warn_unsettled(model, y, tail, first, lr=lr, factor=factor, scale=scale, loss=loss, dtype=dtype)
     ds = _trajectory_dataset(grid, losses, recorded, lr=lr, factor=factor, scale=scale,
@@ -242,6 +244,14 @@ def _needs_no_inputs(model) -> None:
                         f"pass them as train(model, y, x=inputs, ...), or give a model whose forward() takes none.")
 
 
+def _direct_gd(model, params, optimizer: str, weight_decay: float) -> bool:
+    """Whether training is plain GD (no weight decay) of a model with an analytic gradient
+    (``loss_and_grad``) of its one parameter: then each step is ``w -= c lr grad`` in place."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}.")
+    return optimizer == "gd" and weight_decay == 0.0 and hasattr(model, "loss_and_grad") and len(params) == 1
+
+
 def _order_parameter_record(model) -> dict:
     """train's default record: ``M`` = W W^T where the model has ``order_parameter``."""
     return {"M": model.order_parameter()} if hasattr(model, "order_parameter") else {}
@@ -264,10 +274,12 @@ def _replica_lr_scale(lr_scale, optimizer: str, dtype, device):
 
 
 def _run_steps(model, y, params, opt, grid, record, probe, *, steps: int, lr: float, factor: float, scale,
-               direct_gd: bool, progress_seconds: float, divergence_hint: str):
+               direct: bool, progress_seconds: float, divergence_hint: str):
     """The training loop: steps 0..steps, the loss and ``record(model)`` kept at the steps of
-    ``grid``. Returns (losses, recorded, (tail, first)): the recorded losses and values as lists
-    of host arrays, and GD's last per-step losses and its first one (for the settling check)."""
+    ``grid``. With ``direct`` (:func:`_direct_gd`; ``opt`` is then None) each step is GD's
+    in-place update, else ``opt.step()``. Returns (losses, recorded, (tail, first)): the
+    recorded losses and values as lists of host arrays, and GD's last per-step losses and its
+    first one (for the settling check)."""
     import torch
 
     losses, recorded = [], {}
@@ -281,7 +293,6 @@ def _run_steps(model, y, params, opt, grid, record, probe, *, steps: int, lr: fl
     analytic = hasattr(model, "loss_and_grad") and len(params) == 1
     # Plain GD with an analytic gradient is one in-place update: torch.optim's bookkeeping would
     # double the cost of a step for the small models of the power-law experiments.
-    direct = analytic and direct_gd
     for step in range(steps + 1):
         if analytic:
             value, grad = model.loss_and_grad(y)

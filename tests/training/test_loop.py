@@ -79,6 +79,26 @@ def test_unknown_optimizer_is_refused():
                   y, lr=0.1, steps=3, optimizer="sgdd")
 
 
+def test_plain_gd_of_an_analytic_gradient_builds_no_torch_optimizer():
+    """GD of a model with loss_and_grad is w -= c lr grad in place: no torch.optim object, whose
+    first construction in a process imports torch._dynamo (~2.5 s). A fresh process shows it; the
+    same model under momentum does build one (and so imports it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, nqf\n"
+            "from nqf.training.fourier_training import FourierReplicas\n"
+            "m = FourierReplicas(np.full((2, 4), 1e-3), np.full((2, 4), 1e-3), np.ones((2, 4)), np.eye(4),\n"
+            "                    np.full(4, 0.25), nonlinear=True)\n"
+            "nqf.train(m, np.ones((2, 4)), lr=0.1, steps=10, n_record=5, record=lambda mod: {}, optimizer=sys.argv[1])\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    for optimizer, imported in (("gd", "False"), ("momentum", "True")):
+        out = subprocess.run([sys.executable, "-c", code, optimizer], capture_output=True, text=True,
+                             timeout=time_limit(120))
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == imported, (optimizer, out.stdout)
+
+
 @pytest.mark.parametrize("optimizer", ["gd", "momentum"])
 def test_lr_scale_is_a_learning_rate_per_replica(optimizer):
     """lr_scale = (1, 0.3): replica 1 trained together with replica 0 equals replica 1 trained

@@ -10,6 +10,11 @@ summed squared outputs through
 * ``blocked``: ``SelfAttentionReadout.forward_replicas``, the blocked softmax with its own
   gradient (nqf.architectures.query_key.PooledAttention).
 
+Then the blocks' size (``PooledAttention.BLOCK``, samples per block; their logits 0.5 to 8 MiB),
+for the forward without gradient (a record) and the step, at 1200 images (real_data's default
+attention) and 4000 (the paper's): the best and the median of 8 rounds that take each size in
+turn, since one core's timings here spread by +-30 % from run to run.
+
 Beside them, the FLOPs of the matrix products a step needs at least (:func:`step_flops`) and this
 machine's float32 matmul peak on one thread, measured in the same run (a 1024^3 product), so each
 step is reported as a share of the peak. Run: python benchmarks/attention_step.py   (writes benchmarks/results/attention_step.txt)
@@ -71,10 +76,54 @@ def main() -> str:
         gflop = step_flops(m, 20, 28, 28) / 1e9
         lines.append(f"{m:>7} {t_auto:>11.3f} {t_block:>10.3f} {t_auto / t_block:>8.2f}x {gflop:>7.2f} "
                      f"{100 * gflop / t_auto / peak:>14.1f}% {100 * gflop / t_block / peak:>13.1f}%")
+    lines += ["", "block size: best / median of 8 interleaved rounds, seconds",
+              f"{'images':>7} {'MiB':>5} {'block':>6} {'forward best':>13} {'median':>7} {'step best':>10} {'median':>7}"]
+    lines += block_sizes(module)
     text = "\n".join(lines) + "\n"
     out = Path(__file__).with_name("results") / "attention_step.txt"
     out.write_text(text)
     return text
+
+
+def block_sizes(module, sizes=(0.5, 1, 2, 4, 7.66), rounds: int = 8) -> list[str]:
+    """Forward (no gradient) and step times of forward_replicas with blocks whose float32 logits
+    hold each of ``sizes`` MiB, interleaved over ``rounds`` (the library's own: BLOCK_BYTES = 2 MiB)."""
+    import statistics
+
+    from nqf.architectures.query_key import PooledAttention
+
+    kept, rows = PooledAttention.BLOCK, []
+    per_sample = 28 * 20 * 28 * 4  # bytes of logits per image: 28 queries, 20 heads, 28 keys
+
+    def block(mib):
+        return max(1, int(mib * 2 ** 20) // per_sample)
+
+    try:
+        for m in (1200, 4000):
+            X = torch.rand(m, 28, 28, generator=torch.Generator().manual_seed(0))
+            W = (0.01 * torch.randn(2, module.p, module.width, generator=torch.Generator().manual_seed(1))).requires_grad_()
+
+            def forward():
+                with torch.no_grad():
+                    module.forward_replicas(W, X)
+
+            def step():
+                W.grad = None
+                module.forward_replicas(W, X).pow(2).sum().backward()
+
+            times = {(mib, name): [] for mib in sizes for name in ("forward", "step")}
+            for _ in range(rounds):
+                for mib in sizes:
+                    PooledAttention.BLOCK = block(mib)
+                    for name, fn in (("forward", forward), ("step", step)):
+                        times[mib, name].append(seconds(fn, 1))
+            for mib in sizes:
+                f, s = times[mib, "forward"], times[mib, "step"]
+                rows.append(f"{m:>7} {mib:>5g} {block(mib):>6} {min(f):>13.3f} "
+                            f"{statistics.median(f):>7.3f} {min(s):>10.3f} {statistics.median(s):>7.3f}")
+    finally:
+        PooledAttention.BLOCK = kept  # None: blocks from BLOCK_BYTES
+    return rows
 
 
 if __name__ == "__main__":

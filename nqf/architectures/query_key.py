@@ -338,7 +338,21 @@ class PooledAttention(torch.autograd.Function):
     is kept for the backward pass.
     """
 
-    BLOCK = 128  # samples per block: 128 x 28 queries x 20 heads x 28 keys is ~8 MB in float32
+    # Samples per block: as many as keep the block's logits (b, |Q| G, N) near 2 MiB
+    # (:meth:`block_size`). A training step at real_data's attention sizes (28 queries and keys,
+    # 2 x 10 heads, float32) took 0.20-0.29 s (best of 8, 1200 images) and 0.72-0.85 s (4000) with
+    # 1-2 MiB blocks, against 0.24-0.37 and 0.86-1.14 s with 8 MiB (128 images, before), in two
+    # runs of benchmarks/attention_step.py on one core; the forward alone did not differ.
+    BLOCK_BYTES = 2 << 20
+    BLOCK = None  # samples per block, where set (benchmarks); else from BLOCK_BYTES
+
+    @staticmethod
+    def block_size(nq: int, G: int, N: int, itemsize: int) -> int:
+        """Samples per block: the block's logits, ``nq`` G N ``itemsize`` bytes a sample, near
+        BLOCK_BYTES (:attr:`BLOCK` where set)."""
+        if PooledAttention.BLOCK is not None:
+            return PooledAttention.BLOCK
+        return max(1, PooledAttention.BLOCK_BYTES // (nq * G * N * itemsize))
 
     @staticmethod
     def _exp_rows(L: Tensor) -> Tensor:
@@ -364,17 +378,18 @@ class PooledAttention(torch.autograd.Function):
         ones = torch.ones(X.shape[0], X.shape[-1], 1, dtype=v.dtype, device=v.device)
         values1 = torch.cat([v.transpose(1, 2), ones], dim=-1)  # (m, N, c + 1)
         out, kept = [], []
-        for s in range(0, X.shape[0], PooledAttention.BLOCK):
-            sl = slice(s, s + PooledAttention.BLOCK)
+        ctx.block = block = PooledAttention.block_size(nq, G, X.shape[-1], X.element_size())
+        for s in range(0, X.shape[0], block):
+            sl = slice(s, s + block)
             b = X[sl].shape[0]
             Y = Xq[sl].transpose(1, 2).reshape(b * nq, D) @ Bt  # (b |Q|, G D): x_q^T B_g
             E = PooledAttention._exp_rows(torch.bmm(Y.reshape(b, nq * G, D), X[sl]))  # (b, |Q| G, N)
             S = torch.bmm(E, values1[sl])  # (b, |Q| G, c + 1): sum_n E v_n and sum_n E
             a = S[..., :c] / S[..., c:]  # a_q = sum_n P_qn v_n
-            E /= S[..., c:]  # P
             out.append(a.reshape(b, nq, G, c).mean(1))
             kept.append(a)
-            if ctx.needs_input_grad[0]:
+            if ctx.needs_input_grad[0]:  # P, for the backward pass only
+                E /= S[..., c:]
                 kept.append(E)
         ctx.save_for_backward(X, Xq, v, *kept)
         return torch.cat(out)
@@ -385,8 +400,8 @@ class PooledAttention(torch.autograd.Function):
         D, nq = X.shape[1], Xq.shape[-1]
         G, c = grad.shape[1], grad.shape[2]
         dB = torch.zeros(D, G * D, dtype=grad.dtype, device=grad.device)
-        for i, s in enumerate(range(0, X.shape[0], PooledAttention.BLOCK)):
-            sl = slice(s, s + PooledAttention.BLOCK)
+        for i, s in enumerate(range(0, X.shape[0], ctx.block)):
+            sl = slice(s, s + ctx.block)
             a, P = kept[2 * i], kept[2 * i + 1]
             b, N = P.shape[0], P.shape[-1]
             g = grad[sl] / nq  # (b, G, c)

@@ -343,15 +343,21 @@ class PooledAttention(torch.autograd.Function):
     # 2 x 10 heads, float32) took 0.20-0.29 s (best of 8, 1200 images) and 0.72-0.85 s (4000) with
     # 1-2 MiB blocks, against 0.24-0.37 and 0.86-1.14 s with 8 MiB (128 images, before), in two
     # runs of benchmarks/attention_step.py on one core; the forward alone did not differ.
+    # On other devices the blocks stay at 128 samples (as before; no GPU timing exists), since
+    # every block costs ~15 kernel launches there.
     BLOCK_BYTES = 2 << 20
     BLOCK = None  # samples per block, where set (benchmarks); else from BLOCK_BYTES
+    DEVICE_BLOCK = 128
 
     @staticmethod
-    def block_size(nq: int, G: int, N: int, itemsize: int) -> int:
-        """Samples per block: the block's logits, ``nq`` G N ``itemsize`` bytes a sample, near
-        BLOCK_BYTES (:attr:`BLOCK` where set)."""
+    def block_size(nq: int, G: int, N: int, itemsize: int, device: str = "cpu") -> int:
+        """Samples per block: on the CPU as many as keep the block's logits, ``nq`` G N
+        ``itemsize`` bytes a sample, near BLOCK_BYTES; DEVICE_BLOCK on other devices; :attr:`BLOCK`
+        where set."""
         if PooledAttention.BLOCK is not None:
             return PooledAttention.BLOCK
+        if device != "cpu":
+            return PooledAttention.DEVICE_BLOCK
         return max(1, PooledAttention.BLOCK_BYTES // (nq * G * N * itemsize))
 
     @staticmethod
@@ -378,7 +384,7 @@ class PooledAttention(torch.autograd.Function):
         ones = torch.ones(X.shape[0], X.shape[-1], 1, dtype=v.dtype, device=v.device)
         values1 = torch.cat([v.transpose(1, 2), ones], dim=-1)  # (m, N, c + 1)
         out, kept = [], []
-        ctx.block = block = PooledAttention.block_size(nq, G, X.shape[-1], X.element_size())
+        ctx.block = block = PooledAttention.block_size(nq, G, X.shape[-1], X.element_size(), X.device.type)
         for s in range(0, X.shape[0], block):
             sl = slice(s, s + block)
             b = X[sl].shape[0]

@@ -542,13 +542,19 @@ def test_self_attention_averaged_heads_equal_summed_heads_with_readout_over_d():
     assert torch.allclose(mean.structure(X).dense(), total.structure(X).dense(), rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("block", [None, 128, 7], ids=["own-blocks", "128-blocks", "7-blocks"])
 @pytest.mark.parametrize("scale", [1.0, 60.0], ids=["block-shift", "row-shift"])
-def test_pooled_attention_gradient_equals_autograd(scale):
+def test_pooled_attention_gradient_equals_autograd(scale, block, monkeypatch):
     """The blocked softmax (nqf.architectures.query_key.PooledAttention) against autograd through
     the plain einsum forward, value and gradient, float64 (1e-12 relative): at small weights one
-    shift serves a whole block; at large ones (logits spanning > 700) the row maxima are used."""
+    shift serves a whole block; at large ones (logits spanning > 700) the row maxima are used.
+    With the library's own block size (2 MiB of logits: all 300 samples in one block here) and
+    with blocks of 128 and of 7 samples (the last block shorter than the others)."""
+    from nqf.architectures.query_key import PooledAttention
+
+    monkeypatch.setattr(PooledAttention, "BLOCK", block)
     module = ARCHITECTURES["qk_self_attention"].build(D=5, d_k=3, width=2, n_outputs=2, seq_len=6)
-    X = module.sample_inputs(300, rng(35))  # more samples than one block (128)
+    X = module.sample_inputs(300, rng(35))
     W = (scale * torch.randn(2, module.p, module.width, generator=rng(36), dtype=F64)).requires_grad_()
     weights = torch.randn(2, 300, 2, generator=rng(37), dtype=F64)
     out = module.forward_replicas(W, X)
@@ -558,6 +564,19 @@ def test_pooled_attention_gradient_equals_autograd(scale):
     assert torch.allclose(out, ref, rtol=1e-12, atol=1e-12 * float(ref.abs().max()))
     assert torch.allclose(grad, ref_grad, rtol=1e-10, atol=1e-12 * float(ref_grad.abs().max()))
     assert float(ref_grad.abs().max()) > 1e-3  # not a trivially zero gradient
+
+
+def test_pooled_attention_blocks_hold_about_block_bytes_of_logits_on_the_cpu():
+    """PooledAttention.block_size: on the CPU the samples whose logits (queries x heads x keys x
+    itemsize bytes each) fit in BLOCK_BYTES (2 MiB), at least one; elsewhere DEVICE_BLOCK."""
+    from nqf.architectures.query_key import PooledAttention as PA
+
+    per = 28 * 20 * 28 * 4  # real_data's attention: 28 queries and keys, 2 x 10 heads, float32
+    assert PA.block_size(28, 20, 28, 4) == (2 << 20) // per == 33
+    assert PA.block_size(28, 20, 28, 8) == 16  # float64: half as many
+    assert PA.block_size(1, 1, 2, 4) == (2 << 20) // 8
+    assert PA.block_size(4000, 100, 100, 8) == 1  # one sample over the budget: still a block
+    assert PA.block_size(28, 20, 28, 4, "cuda") == PA.DEVICE_BLOCK == 128
 
 
 def test_self_attention_refuses_unknown_readings():

@@ -339,10 +339,11 @@ class PooledAttention(torch.autograd.Function):
     """
 
     # Samples per block: as many as keep the block's logits (b, |Q| G, N) near 2 MiB
-    # (:meth:`block_size`). A training step at real_data's attention sizes (28 queries and keys,
-    # 2 x 10 heads, float32) took 0.20-0.29 s (best of 8, 1200 images) and 0.72-0.85 s (4000) with
-    # 1-2 MiB blocks, against 0.24-0.37 and 0.86-1.14 s with 8 MiB (128 images, before), in two
-    # runs of benchmarks/attention_step.py on one core; the forward alone did not differ.
+    # (:meth:`block_size`), not 128 samples (~8 MB at real_data's attention sizes, before). The
+    # default run's raw-pixel attention training took 22-24 % less CPU so (its system time 10-13 s
+    # -> 1.5-2 s: the large temporaries were mapped and unmapped block by block), the screen 3-7 %
+    # (benchmarks/results/attention_jobs_ab_2026-12-07.txt, interleaved). Single steps
+    # (benchmarks/attention_step.py) were 10-35 % faster in two runs and alike in a third.
     # On other devices the blocks stay at 128 samples (as before; no GPU timing exists), since
     # every block costs ~15 kernel launches there.
     BLOCK_BYTES = 2 << 20

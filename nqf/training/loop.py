@@ -45,7 +45,11 @@ def make_optimizer(name: str, params, lr: float, momentum: float = 0.9,
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {name!r}.")
+    raise ValueError(_unknown_optimizer(name))
+
+
+def _unknown_optimizer(name) -> str:
+    return f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {name!r}."
 
 
 def mse_per_replica(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -244,12 +248,17 @@ def _needs_no_inputs(model) -> None:
                         f"pass them as train(model, y, x=inputs, ...), or give a model whose forward() takes none.")
 
 
+def _analytic(model, params) -> bool:
+    """Whether the model gives the exact gradient of its one parameter itself (``loss_and_grad``)."""
+    return hasattr(model, "loss_and_grad") and len(params) == 1
+
+
 def _direct_gd(model, params, optimizer: str, weight_decay: float) -> bool:
     """Whether training is plain GD (no weight decay) of a model with an analytic gradient
-    (``loss_and_grad``) of its one parameter: then each step is ``w -= c lr grad`` in place."""
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}.")
-    return optimizer == "gd" and weight_decay == 0.0 and hasattr(model, "loss_and_grad") and len(params) == 1
+    (:func:`_analytic`): then each step is ``w -= c lr grad`` in place."""
+    if optimizer not in OPTIMIZERS:  # refused here too: no optimizer object is made for GD
+        raise ValueError(_unknown_optimizer(optimizer))
+    return optimizer == "gd" and weight_decay == 0.0 and _analytic(model, params)
 
 
 def _order_parameter_record(model) -> dict:
@@ -290,7 +299,7 @@ def _run_steps(model, y, params, opt, grid, record, probe, *, steps: int, lr: fl
     # The loss is checked for finiteness at every step on the CPU (so the reported step is the
     # first bad one); elsewhere every 32 steps, to avoid a host-device sync per step.
     check_every = 1 if params[0].device.type == "cpu" else 32
-    analytic = hasattr(model, "loss_and_grad") and len(params) == 1
+    analytic = _analytic(model, params)
     # Plain GD with an analytic gradient is one in-place update: torch.optim's bookkeeping would
     # double the cost of a step for the small models of the power-law experiments.
     for step in range(steps + 1):

@@ -10,7 +10,7 @@ summed squared outputs through
 * ``blocked``: ``SelfAttentionReadout.forward_replicas``, the blocked softmax with its own
   gradient (nqf.architectures.query_key.PooledAttention).
 
-Then the blocks' size (``PooledAttention.BLOCK``, samples per block; their logits 0.5 to 8 MiB),
+Then the blocks' size (``PooledAttention.BLOCK_BYTES``, the logits a block holds, 0.5 to 8 MiB),
 for the forward without gradient (a record) and the step, at 1200 images (real_data's default
 attention) and 4000 (the paper's): the best and the median of 8 rounds that take each size in
 turn, since one core's timings here spread by +-30 % from run to run.
@@ -86,17 +86,17 @@ def main() -> str:
 
 
 def block_sizes(module, sizes=(0.5, 1, 2, 4, 7.66), rounds: int = 8) -> list[str]:
-    """Forward (no gradient) and step times of forward_replicas with blocks whose float32 logits
-    hold each of ``sizes`` MiB, interleaved over ``rounds`` (the library's own: BLOCK_BYTES = 2 MiB)."""
+    """Forward (no gradient) and step times of forward_replicas with PooledAttention.BLOCK_BYTES at
+    each of ``sizes`` MiB, interleaved over ``rounds`` (the library's own is 2 MiB; restored after)."""
     import statistics
 
     from nqf.architectures.query_key import PooledAttention
 
-    kept, rows = PooledAttention.BLOCK, []
-    per_sample = 28 * 20 * 28 * 4  # bytes of logits per image: 28 queries, 20 heads, 28 keys
+    kept, rows = PooledAttention.BLOCK_BYTES, []
 
-    def block(mib):
-        return max(1, int(mib * 2 ** 20) // per_sample)
+    def block(mib):  # the library's own rule at 28 queries, 20 heads, 28 keys, float32
+        PooledAttention.BLOCK_BYTES = int(mib * 2 ** 20)
+        return PooledAttention.block_size(28, 20, 28, 4)
 
     try:
         for m in (1200, 4000):
@@ -114,7 +114,7 @@ def block_sizes(module, sizes=(0.5, 1, 2, 4, 7.66), rounds: int = 8) -> list[str
             times = {(mib, name): [] for mib in sizes for name in ("forward", "step")}
             for _ in range(rounds):
                 for mib in sizes:
-                    PooledAttention.BLOCK = block(mib)
+                    block(mib)
                     for name, fn in (("forward", forward), ("step", step)):
                         times[mib, name].append(seconds(fn, 1))
             for mib in sizes:
@@ -122,7 +122,7 @@ def block_sizes(module, sizes=(0.5, 1, 2, 4, 7.66), rounds: int = 8) -> list[str
                 rows.append(f"{m:>7} {mib:>5g} {block(mib):>6} {min(f):>13.3f} "
                             f"{statistics.median(f):>7.3f} {min(s):>10.3f} {statistics.median(s):>7.3f}")
     finally:
-        PooledAttention.BLOCK = kept  # None: blocks from BLOCK_BYTES
+        PooledAttention.BLOCK_BYTES = kept
     return rows
 
 

@@ -1,8 +1,8 @@
 """Does torch.compile pay for itself on the default run's longest training, the Fourier MLP?
 
 The Fourier MLP's GD step (nqf.training.fourier_training.FourierReplicas.loss_and_grad and the
-in-place update, float32, 6 seeds, P = 104 units on the 129 folded grid points of M = 256, the
-default config's shapes) eager against ``torch.compile(dynamic=False)`` of the same step, on one
+in-place update, float32) at the default config's shapes (its fourier_powerlaw seeds, P units on
+the M/2 + 1 folded grid points; the steps of all its thetas, as the library resolves them) eager against ``torch.compile(dynamic=False)`` of the same step, on one
 thread. The compile time is measured in fresh processes: with an empty inductor cache (cold, a CI
 machine or a first run) and again with the cache the first one left (warm). Equality: the losses
 of 3000 steps from the same start, eager against compiled (float32 rounding). Needs a C++
@@ -26,7 +26,8 @@ import numpy as np, torch
 torch.set_num_threads(1)
 from nqf.training.fourier_training import FourierReplicas, fold_even_grid, init_draws
 
-M, P, S, lr = 256, 104, 6, 1e-3
+M, P, S = (int(v) for v in sys.argv[1:4])
+lr = 1e-3
 idx, w = fold_even_grid(M)
 k = np.arange(1, P + 1)
 psi = (np.sqrt(2) * np.cos(2 * np.pi * k[None] * (np.arange(M) / M)[:, None]))[idx]
@@ -67,20 +68,34 @@ print(json.dumps({"compile_s": compile_s, "eager_us": 1e6 * eager_s, "compiled_u
 '''
 
 
-def child(cache: str) -> dict:
+def default_fourier() -> tuple[dict, int]:
+    """The default config's fourier_powerlaw experiment and the Fourier MLP's GD steps over its
+    thetas (steps: auto resolved by the library, nqf.experiments.fourier_powerlaw.theta_steps)."""
+    from nqf.experiments.fourier_powerlaw import theta_steps
+    from nqf.pipeline.config import validate_config
+    from nqf.pipeline.config_files import read_config_file
+
+    cfg = validate_config(read_config_file(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))
+    exp = cfg["experiments"]["fourier_powerlaw"]
+    return exp, sum(theta_steps(exp))
+
+
+def child(cache: str, exp: dict) -> dict:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, check=True)
+    shape = [str(exp["M"]), str(exp["P"]), str(len(exp["seeds"]))]
+    out = subprocess.run([sys.executable, "-c", CHILD, *shape], capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> str:
     import torch
 
+    exp, steps = default_fourier()
     with tempfile.TemporaryDirectory() as cache:
-        cold, warm = child(cache), child(cache)
-    steps = 148_411  # the default run's Fourier MLP: 3220 + 20159 + 125032 steps (steps: auto)
+        cold, warm = child(cache, exp), child(cache, exp)
     lines = [f"Fourier MLP GD step, eager vs torch.compile, torch {torch.__version__}, 1 thread, float32, "
-             f"6 seeds x 104 units x 129 points ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+             f"{len(exp['seeds'])} seeds x {exp['P']} units x {int(exp['M']) // 2 + 1} points "
+             f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
              f"{'cache':>6} {'compile s':>10} {'eager us':>9} {'compiled us':>12} {'speed-up':>9} "
              f"{'max rel diff of 3000 losses':>28}"]
     for name, r in (("cold", cold), ("warm", warm)):

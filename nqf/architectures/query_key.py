@@ -347,16 +347,12 @@ class PooledAttention(torch.autograd.Function):
     # On other devices the blocks stay at 128 samples (as before; no GPU timing exists), since
     # every block costs ~15 kernel launches there.
     BLOCK_BYTES = 2 << 20
-    BLOCK = None  # samples per block, where set (benchmarks); else from BLOCK_BYTES
     DEVICE_BLOCK = 128
 
     @staticmethod
     def block_size(nq: int, G: int, N: int, itemsize: int, device: str = "cpu") -> int:
         """Samples per block: on the CPU as many as keep the block's logits, ``nq`` G N
-        ``itemsize`` bytes a sample, near BLOCK_BYTES; DEVICE_BLOCK on other devices; :attr:`BLOCK`
-        where set."""
-        if PooledAttention.BLOCK is not None:
-            return PooledAttention.BLOCK
+        ``itemsize`` bytes a sample, near BLOCK_BYTES; DEVICE_BLOCK on other devices."""
         if device != "cpu":
             return PooledAttention.DEVICE_BLOCK
         return max(1, PooledAttention.BLOCK_BYTES // (nq * G * N * itemsize))

@@ -552,7 +552,10 @@ def test_pooled_attention_gradient_equals_autograd(scale, block, monkeypatch):
     with blocks of 128 and of 7 samples (the last block shorter than the others)."""
     from nqf.architectures.query_key import PooledAttention
 
-    monkeypatch.setattr(PooledAttention, "BLOCK", block)
+    per_sample = 6 * 4 * 6 * 8  # logits bytes of a sample: 6 queries, 2 x 2 heads, 6 keys, float64
+    if block is not None:
+        monkeypatch.setattr(PooledAttention, "BLOCK_BYTES", block * per_sample)
+        assert PooledAttention.block_size(6, 4, 6, 8) == block
     module = ARCHITECTURES["qk_self_attention"].build(D=5, d_k=3, width=2, n_outputs=2, seq_len=6)
     X = module.sample_inputs(300, rng(35))
     W = (scale * torch.randn(2, module.p, module.width, generator=rng(36), dtype=F64)).requires_grad_()

@@ -58,22 +58,45 @@ def finish(fig) -> None:
     plot_layout.place_legends(fig)
 
 
-def _pdf(path: str, pages) -> None:
+def _pdf(path: str, pages, bboxes) -> None:
     with PdfPages(path) as pdf:
-        for page in pages:
-            pdf.savefig(page)
+        for page, box in zip(pages, bboxes):
+            pdf.savefig(page, bbox_inches=box)
 
 
 def save(fig, paths, *, pdf_pages=()) -> None:
     """:func:`finish` ``fig`` and save it to each path (format from the suffix) atomically, then
     close it. ``pdf_pages``: further figures (finished the same way) that a PDF gets as its
-    following pages; a PNG holds ``fig`` alone."""
-    for page in (fig, *pdf_pages):
+    following pages; a PNG holds ``fig`` alone. Each file is drawn once, in the layout and
+    bounding box that :func:`finish` settled (:func:`settle`)."""
+    pages = (fig, *pdf_pages)
+    bboxes = []
+    for page in pages:
         finish(page)
+        bboxes.append(settle(page))
     for path in map(Path, paths):
         if path.suffix == ".pdf" and pdf_pages:
-            atomic_write(path, lambda tmp: _pdf(tmp, (fig, *pdf_pages)))
+            atomic_write(path, lambda tmp: _pdf(tmp, pages, bboxes))
         else:
-            atomic_write(path, functools.partial(fig.savefig, format=path.suffix.lstrip(".")))
-    for page in (fig, *pdf_pages):
+            atomic_write(path, functools.partial(fig.savefig, format=path.suffix.lstrip("."), bbox_inches=bboxes[0]))
+    for page in pages:
         plt.close(page)
+
+
+def settle(fig):
+    """Fix the layout of ``fig`` as its last draw left it, and return the box to save
+    (``bbox_inches``: what ``savefig.bbox`` "tight" gives, or None where that is not set).
+
+    ``savefig`` with a layout engine or a "tight" box draws the figure twice, once to lay it out
+    and measure it and once to write it. After :func:`finish` has drawn it (constrained layout
+    settled, legends placed) that first draw repeats work already done: with the layout engine
+    removed (the axes keep the positions it gave them) and the box measured here once, every file
+    is drawn once, which halves a figure job's drawing. The box is measured with the figure's own
+    renderer at its own dpi (what ``savefig`` measures for a PNG at that dpi), padded by
+    ``savefig.pad_inches``."""
+    box = None
+    if plt.rcParams["savefig.bbox"] == "tight":
+        box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
+    with plt.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)  # None, not "none": savefig lays out again under any engine
+    return box

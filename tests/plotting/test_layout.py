@@ -120,3 +120,55 @@ def test_the_pdf_gets_the_further_pages_and_the_png_the_main_page(tmp_path):
     assert re.search(rb"/Count 3\b", (tmp_path / "f.pdf").read_bytes())
     from PIL import Image
     assert Image.open(tmp_path / "f.png").size[0] < 4 * 50  # the main page alone
+
+
+def _legend_figure():
+    fig, axes = plotting.plt.subplots(1, 2, figsize=(5, 2.4), layout="constrained")
+    for k, ax in enumerate(axes):
+        x = np.linspace(1, 100, 50)
+        ax.plot(x, x ** -(k + 1), label="experiment")
+        ax.plot(x, 2 * x ** -(k + 1), "--", label="theory")
+        ax.set(xscale="log", yscale="log", xlabel="step $t$", ylabel="loss")
+        plotting.legend(ax)
+    fig.suptitle("a title")
+    return fig
+
+
+def test_save_draws_each_file_once_after_the_layout_settles(tmp_path, monkeypatch):
+    """savefig under constrained layout and the "tight" box draws a figure twice (lay out, then
+    write); save lets finish's draw settle the layout, so each file is drawn once more only."""
+    from matplotlib.figure import Figure
+
+    draws = []
+    real = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: (draws.append(1), real(self, renderer))[1])
+    with plotting.style(9, 60):
+        fig = _legend_figure()
+        plotting.finish(fig)
+        settling = len(draws)
+        plotting.save(fig, [tmp_path / "f.pdf", tmp_path / "f.png"])
+    assert settling >= 1
+    assert len(draws) - settling == settling + 2  # save's own finish, then one draw per file
+    assert fig.get_layout_engine() is None
+
+
+def test_a_settled_figure_is_saved_as_savefig_would_save_it(tmp_path):
+    """The same figure saved by save and by savefig's own layout and "tight" box: images of the
+    same size and axes at the same places, to within the 2 pixels by which a second run of
+    constrained layout may move them."""
+    from PIL import Image
+
+    dpi = 80
+    with plotting.style(9, dpi):
+        ours = _legend_figure()
+        plotting.save(ours, [tmp_path / "ours.png"])
+        theirs = _legend_figure()
+        plotting.finish(theirs)
+        theirs.savefig(tmp_path / "theirs.png")
+    a, b = (Image.open(tmp_path / f"{name}.png").size for name in ("ours", "theirs"))
+    assert abs(a[0] - b[0]) <= 2 and abs(a[1] - b[1]) <= 2, (a, b)
+    size = np.array(ours.get_size_inches()).repeat(2) * dpi  # pixels per unit of x0, x1, y0, y1
+    for ax_ours, ax_theirs in zip(ours.axes, theirs.axes):
+        p, q = (np.array(ax.get_position().extents)[[0, 2, 1, 3]] for ax in (ax_ours, ax_theirs))
+        assert np.all(np.abs(p - q) * size <= 2), (p, q)
+    plotting.plt.close(theirs)

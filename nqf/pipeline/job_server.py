@@ -14,6 +14,12 @@ and writes is the same either way: the child runs the same function on the same 
   deployment method (``--sdm conda``/``apptainer``: the jobs must run in their own environment),
   and not when the environment sets ``NQF_JOB_SERVER=off``. Anywhere else, and whenever the server
   cannot be reached, a job runs in its own process as before.
+* **Shared by several runs:** :func:`shared` starts one server for every run that a process (a
+  test session, a script or notebook calling snakemake many times) starts while it is open; a run
+  whose environment names a server that answers uses it and neither starts nor stops its own.
+  Jobs get nqf's code as the server imported it, so a server whose nqf source files changed since
+  it started (:func:`source_state`) forks no more jobs: they run in their own processes, on the
+  new code.
 * **Signals:** a job killed by Snakemake (Ctrl-C, a failed run being stopped) kills its child; the
   server stops with the run (``onsuccess``/``onerror``) or when the snakemake process is gone.
 * **Benchmarks:** Snakemake's benchmark files measure the job's own process tree, which no longer
@@ -27,6 +33,7 @@ and writes is the same either way: the child runs the same function on the same 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import pickle
@@ -86,21 +93,24 @@ def usable(jobs_run_here: bool, deployment_methods=()) -> bool:
 def start(jobs_run_here: bool, deployment_methods=(), jobs: int | None = None) -> str | None:
     """Start the job server for this run's ``jobs`` jobs and return its socket path (None where it
     is not used: :func:`usable`, or fewer than :data:`MIN_JOBS` jobs). The jobs find it through
-    ``NQF_JOB_SERVER_SOCKET``; :func:`stop` (and, failing that, the exit of this process) stops it."""
-    if _server or (jobs is not None and jobs < MIN_JOBS):
-        return _server.get("path")
+    ``NQF_JOB_SERVER_SOCKET``; :func:`stop` (and, failing that, the exit of this process) stops it.
+    Where that variable already names a server that answers (:func:`shared`), the run uses that
+    one and starts none; where the server may not be used, the variable is removed, so that no job
+    of the run reaches a server through it."""
+    if _server:
+        return _server["path"]
     if not usable(jobs_run_here, tuple(deployment_methods or ())):
+        os.environ.pop(ENV_SOCKET, None)
         return None
-    folder = tempfile.mkdtemp(prefix="nqf-jobs-")  # mode 0700
-    path = os.path.join(folder, "socket")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(256)  # bound before the server exists: no job can find it missing
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nqf.pipeline.job_server", str(listener.fileno()), str(os.getpid())],
-        pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL,
-    )
-    listener.close()
+    inherited = os.environ.get(ENV_SOCKET)
+    if inherited and _answers(inherited):
+        print(f"nqf: this run's jobs start as forks of the job server that {ENV_SOCKET} names (one shared by "
+              f"several runs)", file=sys.stderr)
+        return inherited
+    os.environ.pop(ENV_SOCKET, None)
+    if jobs is not None and jobs < MIN_JOBS:
+        return None
+    path, folder, process = _spawn()
     _server.update(path=path, folder=folder, process=process)
     os.environ[ENV_SOCKET] = path
     atexit.register(stop)
@@ -116,6 +126,60 @@ def stop() -> None:
     process, folder = _server["process"], _server["folder"]
     os.environ.pop(ENV_SOCKET, None)
     _server.clear()
+    _end(process, folder)
+
+
+@contextlib.contextmanager
+def shared():
+    """One job server for every snakemake run this process starts inside the block: each run finds
+    it through ``NQF_JOB_SERVER_SOCKET`` and uses it instead of starting its own, so a series of
+    runs (a test session, a sweep script, a notebook) pays the server's imports (~10 s of CPU) once.
+    Yields the socket path (None where no server may run here, :func:`usable`); the server stops
+    when the block ends, or when this process is gone."""
+    if not usable(True):
+        yield None
+        return
+    before = os.environ.get(ENV_SOCKET)
+    path, folder, process = _spawn()
+    os.environ[ENV_SOCKET] = path
+    try:
+        yield path
+    finally:
+        if before is None:
+            os.environ.pop(ENV_SOCKET, None)
+        else:
+            os.environ[ENV_SOCKET] = before
+        _end(process, folder)
+
+
+def _spawn() -> tuple[str, str, subprocess.Popen]:
+    """A new server process, child of this one: its socket path, the socket's folder, the process."""
+    folder = tempfile.mkdtemp(prefix="nqf-jobs-")  # mode 0700
+    path = os.path.join(folder, "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(256)  # bound before the server exists: no job can find it missing
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nqf.pipeline.job_server", str(listener.fileno()), str(os.getpid())],
+        pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL,
+    )
+    listener.close()
+    return path, folder, process
+
+
+def _answers(path: str) -> bool:
+    """Whether a server listens on the socket ``path`` (the probe's empty request is dropped)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def _end(process: subprocess.Popen, folder: str) -> None:
     if process.poll() is None:
         process.terminate()
         try:
@@ -213,6 +277,7 @@ def serve(listener: socket.socket, parent: int, preload=PRELOAD) -> None:
     child per job, its exit status sent back to the job's process."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the jobs; the run stops us
+    source, refused = source_state(), False  # before the imports: a change during them is a change
     _preload(preload)
     # what the imports made is kept out of the children's garbage collections: they neither walk it
     # nor, by touching it, copy its memory pages
@@ -227,13 +292,20 @@ def serve(listener: socket.socket, parent: int, preload=PRELOAD) -> None:
         readable, _, _ = select.select(watched, [], [], timeout)
         if listener in readable:
             conn, _ = listener.accept()
-            inherited = [listener, conn] + [c for c, _ in running.values()]
-            clock = time.monotonic()
-            started = _start_job(conn, inherited, [fd for _, fd in running.values() if fd is not None])
-            if started is not None:
-                child, request = started
-                running[child] = (conn, os.pidfd_open(child) if pidfds else None)
-                jobs[child] = (clock, request)
+            if source_state() != source:  # the job would run nqf's old code: it runs in its own process
+                if not refused:
+                    print("nqf: nqf's source changed since the job server started; this server's jobs now run in "
+                          "their own processes", file=sys.stderr, flush=True)
+                    refused = True
+                conn.close()
+            else:
+                inherited = [listener, conn] + [c for c, _ in running.values()]
+                clock = time.monotonic()
+                started = _start_job(conn, inherited, [fd for _, fd in running.values() if fd is not None])
+                if started is not None:
+                    child, request = started
+                    running[child] = (conn, os.pidfd_open(child) if pidfds else None)
+                    jobs[child] = (clock, request)
         for child, (conn, fd) in list(running.items()):
             pid, status, usage = os.wait4(child, os.WNOHANG)
             if pid:
@@ -257,6 +329,19 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
+def source_state(root: str = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) -> tuple:
+    """Each Python source file under ``root`` (the nqf package) with its modification time and
+    size: a server whose state differs from what it was when it imported nqf forks no more jobs."""
+    state = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                info = os.stat(os.path.join(folder, name))
+                state.append((folder, name, info.st_mtime_ns, info.st_size))
+    return tuple(state)
+
+
 def _preload(modules) -> None:
     import importlib
 
@@ -268,6 +353,25 @@ def _preload(modules) -> None:
             importlib.import_module(module)
         except Exception:  # noqa: BLE001 (a module that does not load here loads in the job, or fails there)
             pass
+    if "nqf.plotting" in modules:
+        _warm_figures()
+
+
+def _warm_figures() -> None:
+    """Save one small figure as PNG and PDF, so that what every figure job would otherwise build
+    on its first use is built once, here: mathtext's grammar, the fonts found and loaded, the
+    PDF writer's font subsetter."""
+    try:
+        from nqf import plotting
+
+        with tempfile.TemporaryDirectory() as folder, plotting.style():
+            fig, ax = plotting.plt.subplots(figsize=(2, 1.5), layout="constrained")
+            ax.loglog([1, 100], [1, 0.01], label="$s_k(t)$")
+            ax.set(xlabel="step $t$", title="warm")
+            plotting.legend(ax)
+            plotting.save(fig, [os.path.join(folder, "warm.png"), os.path.join(folder, "warm.pdf")])
+    except Exception:  # noqa: BLE001 (only a head start: each job builds what it needs anyway)
+        pass
 
 
 def _peer_is_us(conn: socket.socket) -> bool:

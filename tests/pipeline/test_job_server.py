@@ -43,7 +43,16 @@ def fake_stage(name, smk):
 
 
 @pytest.fixture
-def server(tmp_path, monkeypatch):
+def source(tmp_path, monkeypatch):
+    """nqf's source as the server sees it (job_server.source_state): a file this test rewrites."""
+    state = tmp_path / "source_state"
+    state.write_text("as imported")
+    monkeypatch.setattr(job_server, "source_state", state.read_text)
+    return state
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch, source):
     """A job server in a fork of this process (its stage function the stand-in); yields the socket
     path, which the jobs of this test find through the environment."""
     monkeypatch.setattr(stages, "run_stage", fake_stage)
@@ -181,6 +190,55 @@ def test_without_a_server_the_job_runs_here(tmp_path, monkeypatch):
     monkeypatch.delenv(job_server.ENV_SOCKET)
     job_server.run_stage("ok", {})
     assert calls == [("ok", os.getpid())] * 2
+
+
+def test_a_server_whose_nqf_source_changed_forks_no_more_jobs(server, source, tmp_path):
+    out = tmp_path / "info.json"
+    job_server.run_stage("ok", {"out": str(out)})
+    assert json.loads(out.read_text())["pid"] != os.getpid()
+    source.write_text("edited")  # the server's code is no longer nqf's
+    job_server.run_stage("ok", {"out": str(out)})
+    assert json.loads(out.read_text())["pid"] == os.getpid()  # ran here, on the code as it is now
+
+
+def test_the_source_state_sees_an_edit_of_any_module(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "mod.py").write_text("x = 1\n")
+    (tmp_path / "notes.txt").write_text("not code")
+    before = job_server.source_state(str(tmp_path))
+    assert [name for _, name, *_ in before] == ["mod.py"]
+    (tmp_path / "notes.txt").write_text("still not code")
+    assert job_server.source_state(str(tmp_path)) == before
+    (tmp_path / "sub" / "mod.py").write_text("x = 22\n")
+    assert job_server.source_state(str(tmp_path)) != before
+
+
+def test_runs_share_a_server_that_the_environment_names(monkeypatch):
+    """shared(): one server for the runs started inside the block; a run's start() uses it and
+    its stop() leaves it running; the block's end stops it and restores the environment."""
+    monkeypatch.delenv(job_server.ENV_SWITCH, raising=False)
+    monkeypatch.setenv(job_server.ENV_SOCKET, "/the/callers/own")
+    with job_server.shared() as path:
+        assert os.environ[job_server.ENV_SOCKET] == path and path != "/the/callers/own"
+        assert job_server.start(True) == path and job_server.start(True, jobs=1) == path
+        job_server.stop()  # the run's end: not its server, left alone
+        assert os.environ[job_server.ENV_SOCKET] == path and job_server._answers(path)
+        assert job_server.start(False) is None  # jobs sent to a cluster: kept off the server
+        assert job_server.ENV_SOCKET not in os.environ
+    assert os.environ[job_server.ENV_SOCKET] == "/the/callers/own"
+    assert not os.path.exists(os.path.dirname(path))
+
+
+def test_a_run_starts_its_own_server_where_the_named_one_does_not_answer(monkeypatch, tmp_path):
+    monkeypatch.delenv(job_server.ENV_SWITCH, raising=False)
+    monkeypatch.setenv(job_server.ENV_SOCKET, str(tmp_path / "gone"))
+    assert job_server.start(True, jobs=1) is None and job_server.ENV_SOCKET not in os.environ
+    monkeypatch.setenv(job_server.ENV_SOCKET, str(tmp_path / "gone"))
+    path = job_server.start(True)
+    try:
+        assert path != str(tmp_path / "gone") and os.environ[job_server.ENV_SOCKET] == path
+    finally:
+        job_server.stop()
 
 
 def test_off_in_the_environment_runs_the_job_here(server, monkeypatch):

@@ -6,6 +6,25 @@ import pytest
 from filelock import FileLock
 from helpers import ROOT, snakemake
 
+from nqf.pipeline import job_server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_job_server():
+    """One job server (nqf.pipeline.job_server.shared) for the runs of every workflow test in this
+    pytest process: each snakemake call uses it instead of starting its own, whose imports cost
+    ~10 s of CPU a call. What a job computes is the same either way (the same stage, forked from a
+    process that imported the same code); a test marked ``own_job_server`` runs without it, so
+    that its run starts and stops a server of its own as a user's run does."""
+    with job_server.shared() as path:
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def _own_job_server(request, monkeypatch):
+    if request.node.get_closest_marker("own_job_server"):
+        monkeypatch.delenv(job_server.ENV_SOCKET, raising=False)
+
 
 def _finish(work):
     cfg = work / "test.yaml"

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import difflib
 import importlib.resources
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -115,8 +116,23 @@ def load_schema(path: str | Path | None = None) -> dict:
     key = tuple((str(p), p.stat().st_mtime_ns) for p in [path, *sections])
     if key not in _SCHEMAS:
         with open(path) as fh:
-            _SCHEMAS[key] = _fill_architecture_choices(with_kind_sections(yaml.safe_load(fh)))
+            _SCHEMAS[key] = _fill_architecture_choices(with_kind_sections(_load_own_yaml(fh)))
     return copy.deepcopy(_SCHEMAS[key])
+
+
+# PyYAML's safe loader on libyaml's parser where PyYAML has it: the same safe constructor as
+# yaml.safe_load, ~8x faster than the pure-Python parser (nqf's schema files: 0.3 s less in every
+# snakemake call)
+_FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _load_own_yaml(stream):
+    """One of nqf's own schema files (not a user's config: :func:`load_yaml` reads those, strictly)."""
+    loader = _FAST_SAFE_LOADER(stream)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def with_kind_sections(schema: dict) -> dict:
@@ -128,7 +144,7 @@ def with_kind_sections(schema: dict) -> dict:
     defs = schema.setdefault("$defs", {})
     for kind in KINDS:
         with open(schema_path(kind)) as fh:
-            defs[kind] = yaml.safe_load(fh)
+            defs[kind] = _load_own_yaml(fh)
     experiment = schema["properties"]["experiments"]["additionalProperties"]
     experiment["properties"]["kind"]["enum"] = list(KINDS)
     return schema
@@ -137,15 +153,16 @@ def with_kind_sections(schema: dict) -> dict:
 # The schema as one file, every kind's section included (:func:`standalone_schema`): where a
 # Snakemake workflow keeps its schema, and what snakemake.utils.validate reads.
 WORKFLOW_SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
-STANDALONE_HEADER = """\
-# The nqf config schema as one file: nqf/schemas/config.schema.yaml (the shared keys) with every
-# kind's section (nqf/experiments/<kind>/schema.yaml) under $defs/<kind>, and an experiment checked
-# against the section of its kind. Generated: do not edit; edit those files and run
-#   python -m nqf schema > workflow/schemas/config.schema.yaml
-# (tests/pipeline/test_config.py checks that this file is current). The workflow validates its
-# config with it through snakemake.utils.validate, after nqf's own stricter reading
-# (nqf.pipeline.config: one-sentence errors; duplicate keys, aliases, NaN/inf refused).
-"""
+STANDALONE_COMMENT = (
+    "The nqf config schema as one file: nqf/schemas/config.schema.yaml (the shared keys) with every kind's "
+    "section (nqf/experiments/<kind>/schema.yaml) under $defs/<kind>, and an experiment checked against the "
+    "section of its kind. Generated: do not edit; edit those files and run "
+    "`python -m nqf schema > workflow/schemas/config.schema.yaml` (tests/pipeline/test_config.py checks that "
+    "this file is current). The workflow validates its config with it through snakemake.utils.validate, after "
+    "nqf's own stricter reading (nqf.pipeline.config: one-sentence errors; duplicate keys, aliases, NaN/inf "
+    "refused). Written as JSON, which is also YAML: Snakemake reads it in 0.04 s instead of 0.4 s, in every "
+    "snakemake call."
+)
 
 
 def standalone_schema() -> dict:
@@ -161,8 +178,15 @@ def standalone_schema() -> dict:
 
 
 def standalone_schema_text() -> str:
-    """:func:`standalone_schema` as the YAML text of ``workflow/schemas/config.schema.yaml``."""
-    return STANDALONE_HEADER + yaml.safe_dump(standalone_schema(), sort_keys=False, width=100, allow_unicode=True)
+    """:func:`standalone_schema` as the text of ``workflow/schemas/config.schema.yaml``: JSON (also
+    YAML), which Snakemake's schema reader parses with ``json`` before it tries a YAML parser in
+    pure Python; :data:`STANDALONE_COMMENT` as its ``$comment``."""
+    schema = standalone_schema()
+    ordered = {"$schema": schema.pop("$schema"), "$comment": STANDALONE_COMMENT, **schema}
+    text = json.dumps(ordered, indent=1, ensure_ascii=False) + "\n"
+    # a float JSON writes without a point (1e-05) is a string to YAML 1.1 (PyYAML): written 1.0e-05, it
+    # is the same number to both (only whole lines that hold a number value match: never a string)
+    return re.sub(r'^(\s*(?:"[^"\n]*": )?-?\d+)(e[-+]\d+,?)$', r"\1.0\2", text, flags=re.M)
 
 
 def load_yaml(path: str | Path) -> dict:

@@ -31,6 +31,7 @@ FORBIDDEN = {
     r"(?<![\w.])exec\(": "exec",
     r"\bpickle\b|\bdill\b|\bjoblib\b|\bmarshal\b": "an unpickler",
     r"yaml\.load\(|yaml\.unsafe_load|yaml\.full_load|Loader\s*=": "an unsafe YAML loader",
+    r"yaml\.C?(Unsafe|Full)?Loader\b": "an unsafe YAML loader",  # a loader made directly: Safe ones only
     r"allow_pickle\s*=\s*True": "numpy's pickle loading",
 }
 

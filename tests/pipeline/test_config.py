@@ -552,6 +552,12 @@ def test_the_workflow_schema_file_is_current_and_holds_every_shipped_config():
     path = ROOT / WORKFLOW_SCHEMA
     assert path.read_text() == standalone_schema_text(), \
         "workflow/schemas/config.schema.yaml is stale: python -m nqf schema > workflow/schemas/config.schema.yaml"
+    # JSON (Snakemake parses it with json first), and the same schema to a YAML 1.1 reader (PyYAML)
+    import json
+
+    import yaml
+
+    assert json.loads(path.read_text()) == yaml.safe_load(path.read_text())
     for name in ("config.yaml", "paper.yaml", "test.yaml"):
         validate(copy.deepcopy(validate_config(load_yaml(ROOT / "config" / name))), str(path), set_default=False)
     # a kind's own key is checked against its kind's section, not only the shared keys

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
-from scipy.optimize import nnls
 
 from nqf.theory.lotka_volterra import LotkaVolterra
 
@@ -48,6 +47,8 @@ def form_from_dataset(ds: xr.Dataset) -> StructureForm:
 
 def min_loss(lv: LotkaVolterra) -> tuple[float, np.ndarray]:
     """Smallest loss reachable with z >= 0 (non-negative least squares) and its minimiser."""
+    from scipy.optimize import nnls
+
     z, _ = nnls(lv.lam, lv.y)
     return float(lv.loss(z)), z
 

@@ -11,8 +11,6 @@ instead of losing digits to the logarithmic divergence at the root.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cho_factor, solve_triangular
-from scipy.optimize import brentq
 
 from nqf import validate
 from nqf.theory.losses import flat_targets
@@ -82,6 +80,8 @@ class ScalarFlow:
             while s * self.F(s * hi) > 0:
                 hi *= 2.0
             lo_hi = sorted((0.0, s * hi))
+            from scipy.optimize import brentq
+
             self.root = brentq(self.F, *lo_hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
 
     def F(self, xi) -> np.ndarray:
@@ -277,6 +277,8 @@ def theorem5_ignition_times(lam, y, z0, rho: float = 0.5) -> np.ndarray:
     lam, y, z0, n = _sample_modes(lam, y, z0)
     rho = validate.scalar("rho", rho, low=0.0, high=1.0, low_open=True, high_open=True)
     flows, _ = theorem5_flows(lam, y, z0, n)
+    from scipy.optimize import brentq
+
     out = np.full(len(flows), np.nan)
     for mu, flow in enumerate(flows):
         target = -(1 - rho) * y[mu]  # residual F(xi) = f_mu - y_mu at the crossing
@@ -313,6 +315,8 @@ def theorem7(Y, c: float, t, *, M0=None, W0=None) -> np.ndarray:
         G = V * np.sqrt(np.clip(ev, 0.0, None))
     t = validate.time_grid("t", t, increasing=False, nonempty=False)
     seg = 2.0 / max(float(np.max(np.abs(gam))), 1e-300)
+
+    from scipy.linalg import cho_factor, solve_triangular
 
     def advance(G, dt):
         if dt == 0:

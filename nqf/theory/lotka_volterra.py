@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.integrate import solve_ivp
 
 from nqf import validate
 from nqf.theory.losses import flat_targets, sample_count
@@ -296,6 +294,7 @@ def glv(r, C, z0, t, *, rtol: float = GLV_RTOL, atol: float = GLV_ATOL, method: 
     if diagonal:
         labels = np.arange(r.size)
     else:
+        import scipy.sparse as sp
         from scipy.sparse.csgraph import connected_components
 
         _, labels = connected_components(sp.csr_matrix(C != 0), directed=False)
@@ -314,6 +313,8 @@ def glv(r, C, z0, t, *, rtol: float = GLV_RTOL, atol: float = GLV_ATOL, method: 
 
 def _integrate_block(r, C, z0, t, method, rtol, atol) -> np.ndarray:
     """One solve_ivp run of u' = r - C exp(u) for modes that all start above 0."""
+    import scipy.sparse as sp
+    from scipy.integrate import solve_ivp
     if C.ndim == 2 and not np.any(C - np.diag(np.diagonal(C))):
         C = np.diagonal(C).copy()
     diagonal = C.ndim == 1

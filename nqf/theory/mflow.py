@@ -24,7 +24,6 @@ from functools import lru_cache
 import numpy as np
 import torch
 import xarray as xr
-from scipy.integrate import solve_ivp
 
 from nqf import validate
 from nqf.theory.forms import DenseForm, DiagonalForm, StructureForm, as_tensor
@@ -292,6 +291,8 @@ def mflow(data: SecondMoment | StructureForm, M0=None, t=None, *, W0=None, y=Non
                 if gamma:
                     H = H + gamma * np.eye(p)
                 return -(H @ G).ravel()
+
+            from scipy.integrate import solve_ivp
 
             times, repeat = np.unique(t, return_inverse=True)  # solve_ivp needs strictly increasing t_eval
             sol = solve_ivp(rhs, (0.0, float(t[-1])), G0.ravel(), method=method, t_eval=times,

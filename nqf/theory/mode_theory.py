@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.special import polygamma
 
 from nqf import validate
 from nqf.theory.lotka_volterra import shared_eigenbasis
@@ -197,6 +196,8 @@ def ordered_seed_scatter(rate, d: int, predecessors) -> np.ndarray:
     rate = np.asarray(rate, float)
     d = validate.integer("d (the number of units)", d, minimum=1)
     dof = d - np.asarray(predecessors, float)
+    from scipy.special import polygamma
+
     with np.errstate(invalid="ignore"):
         spread = np.sqrt(polygamma(1, np.where(dof >= 1, dof, np.nan) / 2.0))
     return spread / rate
@@ -212,6 +213,8 @@ def std_relative_error(dof, n: int) -> np.ndarray:
     """
     n = validate.integer("n (the number of draws)", n, minimum=2)
     nu = validate.positive("dof", dof) / 2.0
+    from scipy.special import polygamma
+
     kurt = polygamma(3, nu) / polygamma(1, nu) ** 2
     return 0.5 * np.sqrt(2.0 / (n - 1) + kurt / n)
 

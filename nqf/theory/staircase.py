@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import nnls
 
 from nqf import validate
 
@@ -157,6 +156,8 @@ class _Equilibrium:
             ok = S & (self.c > 0)
             z[ok] = np.maximum(self.r[ok], 0.0) / self.c[ok]
             return z
+        from scipy.optimize import nnls
+
         idx = np.flatnonzero(S)
         z[idx] = nnls(self.U[:, idx], self.b, maxiter=50 * idx.size + 100)[0]
         return z

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from scipy.integrate import solve_ivp
 
 from nqf.experiments.claims import Claim, ErrorBudget, claims_dataset, reach_problems, reached, run_too_short
 from nqf.experiments.diagonal_gd import INIT, identity_init_model
@@ -200,6 +199,8 @@ def gd_modified_glv(r, C, z0, t, eta: float, *, rtol: float = 1e-10, atol: float
         z = np.exp(np.minimum(u, 700.0))
         g = r - C @ z
         return -(C * z[None, :]) / (1.0 + eta * g / 2.0)[:, None]
+
+    from scipy.integrate import solve_ivp  # here: planning a run imports the kinds, not SciPy
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         sol = solve_ivp(rhs, (0.0, float(t[-1])), u0, method="Radau", t_eval=t, jac=jac, rtol=rtol, atol=atol)

@@ -17,9 +17,10 @@ and writes is the same either way: the child runs the same function on the same 
 * **Shared by several runs:** :func:`shared` starts one server for every run that a process (a
   test session, a script or notebook calling snakemake many times) starts while it is open; a run
   whose environment names a server that answers uses it and neither starts nor stops its own.
-  Jobs get nqf's code as the server imported it, so a server whose nqf source files changed since
-  it started (:func:`source_state`) forks no more jobs: they run in their own processes, on the
-  new code.
+  Jobs get nqf's code as the server imported it, so a server forks only the jobs of the same nqf
+  package (its folder: a run of another checkout or installation runs its jobs in their own
+  processes) and, once nqf's source files have changed since it started (:func:`source_state`),
+  none at all: they run in their own processes, on the new code.
 * **Signals:** a job killed by Snakemake (Ctrl-C, a failed run being stopped) kills its child; the
   server stops with the run (``onsuccess``/``onerror``) or when the snakemake process is gone.
 * **Benchmarks:** Snakemake's benchmark files measure the job's own process tree, which no longer
@@ -72,7 +73,9 @@ MIN_JOBS = 4
 USAGE_FILE = os.path.join("results", "benchmarks", "jobs.tsv")
 USAGE_COLUMNS = ("rule", "output", "wall_s", "cpu_s", "user_s", "system_s", "max_rss_mb", "exit_status")
 
-_HEADER = struct.Struct("!Q")
+_HEADER = struct.Struct("!QI")  # the request's size, the size of the client's nqf folder name
+# the nqf package this process runs: a server forks jobs only for clients of the same package
+_NQF_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _server: dict = {}
 
 
@@ -217,8 +220,9 @@ def _run_on_server(path: str, request) -> int | None:
         payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        socket.send_fds(conn, [_HEADER.pack(len(payload))], [0, 1, 2])
-        conn.sendall(payload)
+        root = _NQF_ROOT.encode()
+        socket.send_fds(conn, [_HEADER.pack(len(payload), len(root))], [0, 1, 2])
+        conn.sendall(root + payload)
         reply = _read_exactly(conn, 9)
     except OSError:
         conn.close()
@@ -386,7 +390,8 @@ def _peer_is_us(conn: socket.socket) -> bool:
 def _start_job(conn: socket.socket, inherited: list[socket.socket], pidfds: list[int]) -> tuple[int, tuple] | None:
     """Read one request from ``conn`` and fork its child, which closes the server's sockets
     (``inherited``) and process handles (``pidfds``); the child's pid and the request (None: a
-    refused or malformed request, whose job then runs in its own process)."""
+    refused or malformed request, whose job then runs in its own process; refused: one from a
+    client whose nqf package is not this server's, :data:`_NQF_ROOT`)."""
     if not _peer_is_us(conn):
         conn.close()
         return None
@@ -395,9 +400,11 @@ def _start_job(conn: socket.socket, inherited: list[socket.socket], pidfds: list
         header, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
         if len(header) < _HEADER.size:
             header += _read_exactly(conn, _HEADER.size - len(header)) or b""
-        payload = _read_exactly(conn, _HEADER.unpack(header)[0])
-        request = pickle.loads(payload)
-    except Exception:  # noqa: BLE001 (a malformed request: close it, the job runs in its own process)
+        size, root_size = _HEADER.unpack(header)
+        if _read_exactly(conn, root_size) != _NQF_ROOT.encode():
+            raise LookupError("a job of another nqf package")  # never unpickled
+        request = pickle.loads(_read_exactly(conn, size))
+    except Exception:  # noqa: BLE001 (a malformed or refused request: close it, the job runs in its own process)
         for fd in fds:
             os.close(fd)
         conn.close()

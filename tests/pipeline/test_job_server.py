@@ -201,6 +201,15 @@ def test_a_server_whose_nqf_source_changed_forks_no_more_jobs(server, source, tm
     assert json.loads(out.read_text())["pid"] == os.getpid()  # ran here, on the code as it is now
 
 
+def test_a_job_of_another_nqf_package_runs_in_its_own_process(server, tmp_path, monkeypatch):
+    """A run of another checkout or installation that finds this server (a shared one) must not run
+    its jobs on the server's code: the server refuses it before unpickling anything."""
+    out = tmp_path / "info.json"
+    monkeypatch.setattr(job_server, "_NQF_ROOT", str(tmp_path / "another" / "nqf"))
+    job_server.run_stage("ok", {"out": str(out)})
+    assert json.loads(out.read_text())["pid"] == os.getpid()
+
+
 def test_the_source_state_sees_an_edit_of_any_module(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "mod.py").write_text("x = 1\n")

@@ -252,8 +252,12 @@ def test_html_report_shows_a_hostile_description_as_text(finished, tmp_path):
     work = tmp_path / "wf"
     shutil.copytree(finished[0], work, symlinks=True)  # mtimes kept: only what the description changes reruns
     cfg = write_config(tmp_path, experiments__featurewise_b__description=hostile)
+    usage = work / "results" / "benchmarks" / "jobs.tsv"
+    served_before = len(usage.read_text().splitlines())
     run = snakemake(work, "--configfile", str(cfg))
-    assert "forks of the job server that NQF_JOB_SERVER_SOCKET names" in run.stderr  # the tests' shared one
+    # the tests' shared job server ran every job of the run but the target rule `all`
+    assert "forks of the job server that NQF_JOB_SERVER_SOCKET names" in run.stderr
+    assert len(usage.read_text().splitlines()) - served_before == run.stderr.count("Finished job") - 1 > 0
     snakemake(work, "--configfile", str(cfg), "--report", "results/report.html")
     html = (work / "results" / "report.html").read_text()
 

@@ -14,22 +14,23 @@ def shared_job_server():
     """One job server (nqf.pipeline.job_server.shared) for the runs of every workflow test in this
     pytest process: each snakemake call uses it instead of starting its own, whose imports cost
     ~10 s of CPU a call. What a job computes is the same either way (the same stage, forked from a
-    process that imported the same code); a test marked ``own_job_server`` runs without it, so
-    that its run starts and stops a server of its own as a user's run does."""
+    process that imported the same code). The finished run of the test config (``finished``)
+    starts and stops a server of its own, as a user's run does."""
     with job_server.shared() as path:
         yield path
 
 
-@pytest.fixture(autouse=True)
-def _own_job_server(request, monkeypatch):
-    if request.node.get_closest_marker("own_job_server"):
-        monkeypatch.delenv(job_server.ENV_SOCKET, raising=False)
-
-
 def _finish(work):
+    """Run config/test.yaml in ``work`` as a user's run goes: with a job server of its own."""
     cfg = work / "test.yaml"
     cfg.write_text((ROOT / "config" / "test.yaml").read_text())
-    snakemake(work, "--configfile", str(cfg))
+    shared = os.environ.pop(job_server.ENV_SOCKET, None)
+    try:
+        run = snakemake(work, "--configfile", str(cfg))
+    finally:
+        if shared is not None:
+            os.environ[job_server.ENV_SOCKET] = shared
+    assert "jobs start as forks of one process" in run.stderr
     return work, cfg
 
 

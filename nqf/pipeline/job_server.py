@@ -162,9 +162,13 @@ def _spawn() -> tuple[str, str, subprocess.Popen]:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(256)  # bound before the server exists: no job can find it missing
+    # the server imports this process's nqf package, wherever its working directory is (``-m`` would
+    # put that directory, and any nqf in it, first on sys.path)
+    paths = [os.path.dirname(_NQF_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     process = subprocess.Popen(
         [sys.executable, "-m", "nqf.pipeline.job_server", str(listener.fileno()), str(os.getpid())],
         pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(paths)},
     )
     listener.close()
     return path, folder, process

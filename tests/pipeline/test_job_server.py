@@ -238,6 +238,22 @@ def test_runs_share_a_server_that_the_environment_names(monkeypatch):
     assert not os.path.exists(os.path.dirname(path))
 
 
+def test_a_server_imports_the_nqf_of_the_process_that_starts_it(monkeypatch, tmp_path):
+    """Not another nqf that the working directory holds (python -m would put it first): a shared
+    server started from another checkout's folder still forks this package's jobs."""
+    (tmp_path / "nqf").mkdir()
+    (tmp_path / "nqf" / "__init__.py").write_text("raise ImportError('the nqf of the working directory')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(job_server.ENV_SWITCH, raising=False)
+    with job_server.shared(), pytest.raises(SystemExit) as ended:
+        # the server's real stage table has no "spin": its child fails, and this process exits
+        # with its status (run here instead, the stage would raise ValueError in this process)
+        job_server.run_stage("spin", Smk())
+    assert ended.value.code == 1
+    rows = (tmp_path / "results" / "benchmarks" / "jobs.tsv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].split("\t")[0] == "spin"  # forked by the server, which loaded our nqf
+
+
 def test_a_run_starts_its_own_server_where_the_named_one_does_not_answer(monkeypatch, tmp_path):
     monkeypatch.delenv(job_server.ENV_SWITCH, raising=False)
     monkeypatch.setenv(job_server.ENV_SOCKET, str(tmp_path / "gone"))

@@ -1,7 +1,6 @@
 """One line: this machine's float32 matmul peak on one torch thread, as benchmarks/workloads.py
 measures it (its matmul_peak). The shell benchmarks print it before and after their runs."""
 import torch
-
 from workloads import matmul_peak
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nqf.pipeline.config import validate_config
 from nqf.experiments import teacher_student as ts
+from nqf.pipeline.config import validate_config
 
 torch.set_num_threads(2)
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 600

@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from nqf.errors import ConfigError
 
     if args.command == "schema":
-        from nqf.pipeline.config import standalone_schema_text
+        from nqf.pipeline.config_schema_file import standalone_schema_text
 
         sys.stdout.write(standalone_schema_text())
         return 0

@@ -123,7 +123,6 @@ class JobResources:
         if (exp, stage) not in self._stage_bytes:
             from nqf.experiments import kind_of
             from nqf.experiments.contract import hook
-
             from nqf.experiments.estimate_cache import cached
 
             cfg = dict(self.experiments[exp])

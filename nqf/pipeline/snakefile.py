@@ -73,7 +73,8 @@ def validated_config(workflow, argv: list[str]) -> dict:
 
     from nqf import experiments
     from nqf.errors import ConfigError
-    from nqf.pipeline.config import WORKFLOW_SCHEMA, load_workflow_config, validate_config
+    from nqf.pipeline.config import load_workflow_config, validate_config
+    from nqf.pipeline.config_schema_file import WORKFLOW_SCHEMA
 
     try:
         raw = load_workflow_config(
@@ -234,9 +235,8 @@ def tune_allocator(environ=os.environ) -> None:
 def setup(workflow, argv: list[str] | None = None) -> Workflow:
     """The :class:`Workflow` of this snakemake call (``argv``: its command line, default
     ``sys.argv``)."""
-    from nqf.pipeline.reproduction import config_identity
-
     from nqf.experiments import estimate_cache
+    from nqf.pipeline.reproduction import config_identity
 
     argv = sys.argv if argv is None else argv
     tune_allocator()

@@ -17,7 +17,6 @@ the seeds' bootstrap CI half-width / b, GD's O(lr) ignition delay across the win
 (lr r_klo - lr r_khi) / (4 ln(t_hi/t_lo)), and the exact mean-init curve's distance to the
 staircase prediction). Training itself is tested in test_fourier_powerlaw.py; here only the fit.
 """
-import functools
 import math
 
 import numpy as np

@@ -12,7 +12,6 @@ import pytest
 import torch
 import xarray as xr
 
-import nqf
 from nqf import architectures as arch
 from nqf import validate
 from nqf.architectures.effective import effective_matrix, singular_values, teacher_weights

@@ -547,7 +547,7 @@ def test_the_workflow_schema_file_is_current_and_holds_every_shipped_config():
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
-    from nqf.pipeline.config import WORKFLOW_SCHEMA, standalone_schema_text
+    from nqf.pipeline.config_schema_file import WORKFLOW_SCHEMA, standalone_schema_text
 
     path = ROOT / WORKFLOW_SCHEMA
     assert path.read_text() == standalone_schema_text(), \

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from nqf.pipeline import job_server, stages
+from nqf.pipeline import job_server, job_server_process, stages
 
 
 def fake_stage(name, smk):
@@ -44,10 +44,10 @@ def fake_stage(name, smk):
 
 @pytest.fixture
 def source(tmp_path, monkeypatch):
-    """nqf's source as the server sees it (job_server.source_state): a file this test rewrites."""
+    """nqf's source as the server sees it (job_server_process.source_state): a file this test rewrites."""
     state = tmp_path / "source_state"
     state.write_text("as imported")
-    monkeypatch.setattr(job_server, "source_state", state.read_text)
+    monkeypatch.setattr(job_server_process, "source_state", state.read_text)
     return state
 
 
@@ -64,7 +64,7 @@ def server(tmp_path, monkeypatch, source):
     pid = os.fork()
     if pid == 0:
         try:
-            job_server.serve(listener, parent, preload=("threadpoolctl",))
+            job_server_process.serve(listener, parent, preload=("threadpoolctl",))
         finally:
             os._exit(0)
     listener.close()
@@ -110,14 +110,14 @@ def test_what_each_job_used_is_written_to_the_usage_file(server, tmp_path, monke
     job_server.run_stage("spin", Smk(cpu_s=0.3))
     with pytest.raises(SystemExit):
         job_server.run_stage("exit", {"code": 3})
-    usage = tmp_path / job_server.USAGE_FILE
+    usage = tmp_path / job_server_process.USAGE_FILE
     for _ in range(100):  # the server writes the line after it answers the job
         lines = usage.read_text().splitlines() if usage.exists() else []
         if len(lines) == 3:
             break
         time.sleep(0.02)
     rows = [dict(zip(lines[0].split("\t"), line.split("\t"))) for line in lines[1:]]
-    assert lines[0].split("\t") == list(job_server.USAGE_COLUMNS)
+    assert lines[0].split("\t") == list(job_server_process.USAGE_COLUMNS)
     spin, failed = rows
     assert spin["rule"] == "spin" and spin["output"] == "results/out.nc" and spin["exit_status"] == "0"
     # the child spun 0.3 s of CPU (process_time counts user + system); the clock's tick is 10 ms
@@ -214,12 +214,12 @@ def test_the_source_state_sees_an_edit_of_any_module(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "mod.py").write_text("x = 1\n")
     (tmp_path / "notes.txt").write_text("not code")
-    before = job_server.source_state(str(tmp_path))
+    before = job_server_process.source_state(str(tmp_path))
     assert [name for _, name, *_ in before] == ["mod.py"]
     (tmp_path / "notes.txt").write_text("still not code")
-    assert job_server.source_state(str(tmp_path)) == before
+    assert job_server_process.source_state(str(tmp_path)) == before
     (tmp_path / "sub" / "mod.py").write_text("x = 22\n")
-    assert job_server.source_state(str(tmp_path)) != before
+    assert job_server_process.source_state(str(tmp_path)) != before
 
 
 def test_runs_share_a_server_that_the_environment_names(monkeypatch):
@@ -338,8 +338,8 @@ def test_jobs_get_the_allocator_settings_unless_the_environment_has_its_own():
 
 PRELOAD_PROBE = r"""
 import sys, numpy as np, torch, xarray as xr
-from nqf.pipeline import job_server
-job_server._preload(job_server.PRELOAD)
+from nqf.pipeline import job_server_process
+job_server_process._preload(job_server_process.PRELOAD)
 before = set(sys.modules)
 import nqf
 from nqf.io.netcdf import open_result, write_dataset

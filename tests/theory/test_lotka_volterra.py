@@ -165,7 +165,7 @@ def test_modes_come_ordered_with_their_directions():
     lv = nqf.LotkaVolterra.from_data(nqf.DenseForm(torch.as_tensor(A)), y)
     assert np.all(np.diff(lv.r) <= 0)
     q = lv.basis
-    assert np.allclose(np.einsum("mpq,qk->mpk", A, q), lam_q := lv.lam[:, None, :] * q[None], atol=1e-12)
+    assert np.allclose(np.einsum("mpq,qk->mpk", A, q), lv.lam[:, None, :] * q[None], atol=1e-12)
     assert np.all(q[np.argmax(np.abs(q), axis=0), np.arange(5)] > 0)
     sol = nqf.predict(nqf.DenseForm(torch.as_tensor(A)), y, np.linspace(0, 2, 5), M0=1e-3 * np.eye(5))
     assert sol.method == "glv" and np.allclose(sol.info["r"], lv.r) and np.allclose(np.abs(sol.basis.T @ q), np.eye(5))

@@ -313,8 +313,6 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
     program per optimizer), at the learning rate carried to this reading's inputs and capped where
     GD would start unstable (module docstring); every replica's lr is recorded. The run file has
     an ``optimizer`` dimension; its ``time`` coordinate is per optimizer."""
-    import torch
-
     from nqf.architectures import initial_weights, input_degree
 
     rc = cfg if "architecture" in cfg else run_config(cfg, run)

@@ -175,25 +175,27 @@ def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
     import signal
     import time
 
-    # featurewise's training must still run when the kill comes: the kill waits for its first
-    # progress line (10 s into the loop) and for featurewise_b to finish (~15 s after the start
-    # here); 250 000 steps take ~45 s at the ~0.19 ms a step measured on 2 CI-kind cores, a margin
-    # of 3x (600 000 steps, before, made the second call alone ~115 s)
-    cfg = write_config(tmp_path, experiments__featurewise__steps=250_000,
+    # featurewise_b first, in a call of its own: finished work of another experiment, there before
+    # the interrupted call starts. The interrupted call then finishes featurewise's data and
+    # structure jobs and starts its training, which is killed as soon as its log says it started:
+    # 60 000 steps take ~11 s at the ~0.19 ms a step measured on 2 CI-kind cores, against the
+    # ~0.1 s between two looks at the log (before: 250 000 steps, killed once featurewise_b had
+    # finished beside it, and the second call retrained them, ~45 s)
+    cfg = write_config(tmp_path, experiments__featurewise__steps=60_000,
                        experiments__featurewise__n_record=60)
     cfg_data = yaml.safe_load(cfg.read_text())
     cfg_data["experiments"] = {k: cfg_data["experiments"][k] for k in ("featurewise", "featurewise_b")}
     cfg.write_text(yaml.safe_dump(cfg_data, sort_keys=False))
     work = tmp_path / "run"
+    snakemake(work, "results/figures/featurewise_b.png", "--configfile", str(cfg))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work),
            "--cores", "2", "--configfile", str(cfg)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     log = work / "results" / "logs" / "train" / "featurewise" / "gd.log"
-    done_b = work / "results" / "figures" / "featurewise_b.png"
     deadline = time.time() + time_limit(600)
-    while time.time() < deadline and not (log.exists() and "s left" in log.read_text() and done_b.exists()):
-        time.sleep(1)
-    assert done_b.exists() and log.exists(), "the slow training job never started"
+    while time.time() < deadline and proc.poll() is None and not (log.exists() and "start train" in log.read_text()):
+        time.sleep(0.1)
+    assert log.exists() and "start train" in log.read_text(), "the training job never started"
     killed = 0
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
@@ -208,6 +210,8 @@ def test_interrupted_run_is_completed_without_redoing_finished_jobs(tmp_path):
     assert proc.returncode != 0  # snakemake saw the job die
     assert not (work / "results" / "runs" / "featurewise" / "gd.nc").exists()
     finished_before = {p: p.stat().st_mtime_ns for p in (work / "results").rglob("*.nc")}
+    assert {"data/featurewise.nc", "runs/featurewise_b/gd.nc"} <= {
+        str(p.relative_to(work / "results")) for p in finished_before}
     again = snakemake(work, "--configfile", str(cfg))  # a plain call
     assert again.returncode == 0
     assert (work / "results" / "runs" / "featurewise" / "gd.nc").exists()

@@ -103,6 +103,14 @@ def cuda_here() -> bool:
     return torch.cuda.is_available()
 
 
+def callable_priority() -> bool:
+    """Whether this Snakemake takes a function of the wildcards as a rule's ``priority`` (it
+    evaluates it per job in ``Rule.expand_priority``; older releases refuse any non-number)."""
+    from snakemake.rules import Rule
+
+    return hasattr(Rule, "expand_priority")
+
+
 def train_gpus(device: str, jobs_run_here: bool, cuda_available=cuda_here) -> int | None:
     """The ``gpu`` resource of a training job whose config says ``device``: 1 where it will train
     on CUDA, None (no gpu resource at all) where it will train on the CPU.
@@ -160,6 +168,25 @@ class Workflow:
         if not hasattr(self, "_train_gpu"):
             self._train_gpu = train_gpus(self.config.get("device", "auto"), self.jobs_run_here)
         return self._train_gpu
+
+    # the data rule's priority: above any training's (1 + minutes), so every data job runs first
+    DATA_PRIORITY = 1_000_000
+
+    @property
+    def train_priority(self):
+        """The train rule's ``priority``: every training before the other jobs (priority 0), and
+        among them the longest by nqf's runtime model first (1 + its modelled minutes), so that a
+        long training does not start last and run alone at the end of a run (longest processing
+        time first). A Snakemake that takes only a number as a priority (:func:`callable_priority`)
+        gets 1: trainings first, in its own order."""
+        if not callable_priority():
+            return 1
+        resources = self.resources
+
+        def priority(wildcards) -> int:
+            return 1 + round(resources.train_seconds(wildcards.exp, wildcards.run) / 60)
+
+        return priority
 
     # -- inputs and params of the rules
 

@@ -1,9 +1,10 @@
-"""nqf.pipeline.snakefile's end_scheduler_wakeups: the timers Snakemake's scheduler arms after each
-round (--max-jobs-per-timespan in profiles/default) are cancelled when the run ends, and no other
-timer is."""
+"""nqf.pipeline.snakefile: the jobs' scheduling priorities; end_scheduler_wakeups, the timers
+Snakemake's scheduler arms after each round (--max-jobs-per-timespan in profiles/default), which
+are cancelled when the run ends, and no other timer is."""
 import threading
 from pathlib import Path
 
+import pytest
 import yaml
 
 from nqf.pipeline.snakefile import end_scheduler_wakeups
@@ -43,3 +44,34 @@ def test_the_local_profile_sets_the_rate_whose_wakeups_are_cancelled():
     assert int(count) / seconds >= 100 and seconds >= 5
     for hook in (ROOT / "Snakefile", ROOT / "workflow" / "rules" / "housekeeping.smk"):
         assert "nqf_snakefile.end_scheduler_wakeups()" in hook.read_text()
+
+
+def test_data_jobs_first_then_the_longest_trainings_first():
+    """The scheduling priorities (Workflow.DATA_PRIORITY, Workflow.train_priority): every data job
+    above every training, the trainings ordered by the runtime model's seconds (1 + minutes,
+    rounded), other rules at Snakemake's default 0."""
+    from types import SimpleNamespace
+
+    from helpers import ROOT
+
+    from nqf.experiments import run_ids
+    from nqf.pipeline.config import validate_config
+    from nqf.pipeline.resources import JobResources
+    from nqf.pipeline.snakefile import Workflow, callable_priority
+
+    config = validate_config(yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()))
+    resources = JobResources(config["experiments"])
+    priority = Workflow.train_priority.fget(SimpleNamespace(resources=resources))
+    if not callable_priority():  # a Snakemake that takes only numbers: trainings first, in its order
+        assert priority == 1
+        pytest.skip("this Snakemake takes no function as a priority")
+    runs = [(exp, run) for exp, cfg in config["experiments"].items() for run in run_ids(cfg)]
+    seconds = {key: resources.train_seconds(*key) for key in runs}
+    given = {key: priority(SimpleNamespace(exp=key[0], run=key[1])) for key in runs}
+    for key in runs:
+        assert given[key] == 1 + round(seconds[key] / 60) and given[key] < Workflow.DATA_PRIORITY
+    longest = max(runs, key=seconds.get)
+    assert given[longest] == max(given.values()) > min(given.values()) >= 1
+    rules = {path.stem: path.read_text() for path in (ROOT / "workflow" / "rules").glob("*.smk")}
+    assert "priority: NQF.DATA_PRIORITY" in rules["data"] and "priority: NQF.train_priority" in rules["train"]
+    assert sum("priority:" in text for text in rules.values()) == 2

@@ -6,6 +6,9 @@ rule data:
         "results/logs/data/{exp}.log",
     benchmark:
         "results/benchmarks/data/{exp}.tsv"
+    # Before every other job: the trainings wait on it, and a long one must be free to start first
+    # (train's priority) rather than after the trainings whose data happened to be made first.
+    priority: NQF.DATA_PRIORITY
     conda:
         "../envs/nqf.yaml"
     threads: 1

@@ -8,8 +8,9 @@ rule train:
         "results/logs/train/{exp}/{run}.log",
     benchmark:
         "results/benchmarks/train/{exp}/{run}.tsv"
-    # Trainings first: they are the long jobs, and fits and figures fill the cores at the end.
-    priority: 1
+    # Trainings first, the longest (by nqf's runtime model) first: they are the long jobs, and fits
+    # and figures fill the cores at the end (nqf.pipeline.snakefile.Workflow.train_priority).
+    priority: NQF.train_priority
     conda:
         "../envs/nqf.yaml"
     # One thread: torch gets the job's threads (nqf.pipeline.stages.train), and jobs fill the cores.

@@ -2,12 +2,15 @@
 server's usage record ``results/benchmarks/jobs.tsv`` (nqf.pipeline.job_server: one row per job,
 its own CPU and peak resident memory from wait4).
 
-    python benchmarks/usage_by_experiment.py [--workdir .] [--out FILE]
+    python benchmarks/usage_by_experiment.py [--workdir .] [--out FILE] [--cores N] [--wall SECONDS]
 
 One row per experiment: its jobs, their CPU seconds (all, and training alone), the sum of their
 wall times and the largest peak memory; then the rows of jobs that belong to no experiment
 (summary, reproduction page, structure figure) and the totals. A job that ran more than once
-counts each time (its CPU was spent); failed attempts are counted and marked.
+counts each time (its CPU was spent); failed attempts are counted and marked. With ``--cores``,
+the least wall time any order of these jobs could take on that many cores (each job one thread):
+the larger of their summed wall time over the cores and the longest job; with ``--wall`` (the
+run's measured wall time, e.g. from /usr/bin/time) also how far the run was from it.
 """
 from __future__ import annotations
 
@@ -62,10 +65,28 @@ def usage_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def schedule_bound(rows: list[dict], cores: int, wall: float | None = None) -> list[str]:
+    """The least wall time of the jobs in ``rows`` on ``cores`` cores, one job per core at a time:
+    max(sum of their wall times / cores, the longest job's wall time); ``wall``, the run's own,
+    against it."""
+    walls = [float(r["wall_s"]) for r in rows]
+    longest = max(rows, key=lambda r: float(r["wall_s"]))
+    packed = sum(walls) / cores
+    bound = max(packed, float(longest["wall_s"]))
+    lines = [f"least wall time on {cores} cores: {bound:.0f} s (job wall times summed over the cores {packed:.0f} s; "
+             f"longest job {float(longest['wall_s']):.0f} s, {longest['output']})"]
+    if wall is not None:
+        lines.append(f"the run's wall time: {wall:.0f} s, {wall / bound:.2f} x that bound "
+                     f"({wall - bound:.0f} s beyond it: planning, start-up, jobs waiting on others)")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, default=Path("."), help="the finished run's folder")
     ap.add_argument("--out", type=Path, default=None, help="write the table here too")
+    ap.add_argument("--cores", type=int, default=None, help="the cores the run had: print the least wall time")
+    ap.add_argument("--wall", type=float, default=None, help="the run's wall time in seconds (with --cores)")
     args = ap.parse_args(argv)
     usage = args.workdir / "results" / "benchmarks" / "jobs.tsv"
     if not usage.exists():
@@ -76,6 +97,8 @@ def main(argv=None) -> int:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     text = "\n".join([f"Usage per experiment of the run in {args.workdir} ({usage.name}, {len(rows)} jobs)", "",
                       *usage_table(rows)]) + "\n"
+    if args.cores:
+        text += "\n" + "\n".join(schedule_bound(rows, args.cores, args.wall)) + "\n"
     print(text, end="")
     if args.out:
         args.out.write_text(text)

@@ -86,3 +86,12 @@ def test_usage_by_experiment_groups_the_job_servers_record(tmp_path):
     assert rows["deep"][1:6] == ["3", "21.5", "19.0", "24.0", "520"] and "(1 failed)" in out
     assert rows["featurewise"][1:3] == ["1", "0.5"] and rows["(summary)"][1:3] == ["1", "1.0"]
     assert rows["total"][1:3] == ["5", "23.0"]
+    # on 2 cores: the summed job wall times 26 s over 2 cores (13 s) exceed the longest job (11 s)
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "usage_by_experiment.py"), "--workdir",
+                          str(tmp_path), "--cores", "2", "--wall", "19.5"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "least wall time on 2 cores: 13 s" in out and "longest job 11 s, results/runs/deep/mlp_gd.nc" in out
+    assert "the run's wall time: 20 s, 1.50 x that bound" in out
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "usage_by_experiment.py"), "--workdir",
+                          str(tmp_path), "--cores", "4"], capture_output=True, text=True, check=True).stdout
+    assert "least wall time on 4 cores: 11 s" in out  # the longest job bounds it

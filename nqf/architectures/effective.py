@@ -118,6 +118,25 @@ def effective_features(form: BlockBilinearForm) -> torch.Tensor:
     return torch.einsum("skrj,skrl->skjl", left, right).reshape(form.m, -1)
 
 
+VANISHING_REL = 1e-12  # a feature row this far below the largest is zero up to float64 rounding
+VANISHING_LONG_NAME = ("share of training images on which the NQF's features vanish (its output there is f(0) "
+                       "whatever its weights)")
+
+
+def vanishing_share(phi, rel: float = VANISHING_REL) -> float:
+    """Share of the samples (rows of ``phi``, Phi(x_mu) of :func:`effective_features`) on which the
+    NQF's features vanish, so that its output is f(0) whatever its weights: a row whose norm is at
+    most ``rel`` times the largest row's (every row when all vanish). Such a sample carries no
+    quadratic signal, e.g. an attention whose query token is zero in that image. ``rel`` = 1e-12
+    lies far above float64's rounding of a row that is exactly zero in exact arithmetic (a few
+    units of 2.2e-16 relative) and far below any feature a sample carries."""
+    norms = np.linalg.norm(np.asarray(phi, float).reshape(len(phi), -1), axis=1)
+    if norms.size == 0:
+        return float("nan")
+    top = norms.max()
+    return 1.0 if top == 0 else float(np.mean(norms <= rel * top))
+
+
 def least_squares_nqf(phi_train, target_train, phi_test, f0_test):
     """The NQF's lowest reachable train loss and its minimiser's test predictions.
 

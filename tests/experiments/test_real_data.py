@@ -15,9 +15,10 @@ Tolerances:
 import numpy as np
 import pytest
 import torch
+import xarray as xr
 from helpers import experiment_config
 
-from nqf.architectures.effective import effective_features, least_squares_nqf
+from nqf.architectures.effective import VANISHING_REL, effective_features, least_squares_nqf, vanishing_share
 from nqf.data.datasets import load_digit_task, odd_even_targets
 from nqf.experiments import real_data as rd
 from nqf.experiments import run_config, stage_config
@@ -168,7 +169,7 @@ def test_tiny_training_run_gives_claims(data):
 STEPS = np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
 
 
-def synthetic(loss_factor=1.0, acc_offset=0.0, part_at=None, acc_end=0.74, ls_accuracy=0.74):
+def synthetic(loss_factor=1.0, acc_offset=0.0, part_at=None, acc_end=0.74, ls_accuracy=0.74, theory=None):
     """Two seeds of a module and its NQF: losses 1 -> 0.6, NQF test accuracy 0.5 -> acc_end;
     the NQF's loss times ``loss_factor`` and its accuracy plus ``acc_offset`` from step ``part_at`` on."""
     import xarray as xr
@@ -184,7 +185,9 @@ def synthetic(loss_factor=1.0, acc_offset=0.0, part_at=None, acc_end=0.74, ls_ac
                       "test_accuracy_module": (("seed", "step"), two(acc)),
                       "test_accuracy_nqf": (("seed", "step"), two(acc_nqf))},
                      coords={"seed": [0, 1], "step": STEPS}, attrs={"optimizer": "adam", "n_test": 1000, "n_train": 4000})
-    theory = xr.Dataset({"loss_floor": ("arch", [0.55]), "ls_test_accuracy": ("arch", [ls_accuracy])}, coords={"arch": ["mlp"]})
+    if theory is None:
+        theory = xr.Dataset({"loss_floor": ("arch", [0.55]), "ls_test_accuracy": ("arch", [ls_accuracy])},
+                            coords={"arch": ["mlp"]})
     cfg = {"architectures": ["mlp"], "tolerances": {"safety_factor": 2.0}, "threshold": 0.05, "floor_fraction": 0.05,
            "n_test": 1000}
     return rd_fit.fit(None, theory, {"mlp": run}, cfg)
@@ -241,6 +244,60 @@ def test_fig7_verdict_nothing_to_learn_is_a_miss():
     """A least-squares NQF no better than the NQF at W0 (accuracy 0.5 at chance) shows nothing."""
     ok, note, _ = _paper_row(synthetic(acc_end=0.5, ls_accuracy=0.51))
     assert not ok and "nothing to learn" in note
+
+
+def test_vanishing_share_counts_rows_at_rounding_of_zero():
+    """Rows at most VANISHING_REL (1e-12) of the largest row's norm vanish; a row at 1e-6 of it,
+    far above float64 rounding (2.2e-16), does not; all-zero features vanish everywhere."""
+    phi = np.ones((8, 5))
+    phi[:2] = 0.0
+    phi[2] *= 1e-3 * VANISHING_REL  # zero up to rounding
+    phi[3] *= 1e-6
+    assert vanishing_share(phi) == pytest.approx(3 / 8)
+    assert vanishing_share(np.zeros((4, 3))) == 1.0 and vanishing_share(np.ones((4, 3))) == 0.0
+
+
+def test_a_tie_counts_as_half_right():
+    """sign(f) against labels +-1, an output exactly 0 counted 1/2 (a fair coin's tie-break), in the
+    NumPy function of the theory stage and the torch one of the runs alike."""
+    from nqf.experiments.real_data.setup import _sign_accuracy, accuracy
+
+    f, y = np.array([[0.0, 2.0, -1.0, 0.0], [0.3, -0.2, 0.0, 0.1]]), np.array([1.0, 1.0, 1.0, -1.0])
+    expected = np.array([(0.5 + 1 + 0 + 0.5) / 4, (1 + 0 + 0.5 + 0) / 4])
+    assert np.array_equal(accuracy(f, y), expected)
+    got = _sign_accuracy(torch.as_tensor(f), torch.as_tensor(y), torch.float64).numpy()
+    assert np.array_equal(got, expected)
+
+
+def test_a_query_token_zero_in_every_image_makes_the_nqf_vanish(data):
+    """The attention queried by its first row token, on images whose first row is blank (as raw
+    MNIST's is): its NQF's features vanish on every image (share 1), and only there."""
+    cfg = experiment_config("real_data")
+    arch = "qk_self_attention"
+    blank = data.copy(deep=True)
+    blank["x_train"].values[:, 0, :] = 0.0
+    for images, expected in ((blank, 1.0), (data, 0.0)):
+        module, x, _, _ = rd.prepared(images, arch, cfg["sizes"][arch], 64,
+                                  {"query": "first", "heads": "sum", "f0": "remove"})
+        assert vanishing_share(effective_features(module.structure(x)).numpy()) == expected
+
+
+def test_fig7_verdict_is_not_judged_where_the_nqf_vanishes_on_every_image():
+    """A reading whose NQF features vanish on every training image (nqf_vanishing_share 1) compares
+    nothing: its rows are not judged, with that cause; a partial share is stated in the note."""
+    base = synthetic(acc_end=0.5, ls_accuracy=0.51)
+    for share in (1.0, 0.25):
+        theory = xr.Dataset({"loss_floor": ("arch", [0.55]), "ls_test_accuracy": ("arch", [0.51]),
+                             "nqf_vanishing_share": ("arch", [share])}, coords={"arch": ["mlp"]})
+        fit = synthetic(acc_end=0.5, ls_accuracy=0.51, theory=theory)
+        paper = int(np.flatnonzero(fit["claim_checks"].values == "paper")[0])
+        note = str(fit["claim_note"].values[paper])
+        if share == 1.0:
+            assert not bool(fit["claim_judged"].values[paper]) and note.startswith(rd_fit.DEGENERATE)
+            assert int((~fit["claim_judged"].values).sum()) == 2  # the paper's row and our floor-step row
+        else:
+            assert bool(fit["claim_judged"].values[paper]) and "vanish on 25.0% of the training images" in note
+    assert bool(base["claim_judged"].values[paper]) and "vanish" not in str(base["claim_note"].values[paper])
 
 
 def test_screen_and_readings_run_through_the_stages():

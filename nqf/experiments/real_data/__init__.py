@@ -158,11 +158,16 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
     """
     import torch
 
-    from nqf.architectures.effective import effective_features, least_squares_nqf
+    from nqf.architectures.effective import (
+        VANISHING_LONG_NAME,
+        effective_features,
+        least_squares_nqf,
+        vanishing_share,
+    )
 
     archs = list(cfg["architectures"])
     y_test = data["y_test"].values
-    out = {k: [] for k in ("floor", "test_loss", "test_acc", "f0_rms", "rank_ok", "n_features")}
+    out = {k: [] for k in ("floor", "test_loss", "test_acc", "f0_rms", "rank_ok", "n_features", "vanishing")}
     modes = []
     own = {k: cfg[k] for k in ("heads", "f0", "query")}
     for arch in archs:
@@ -171,8 +176,9 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
         with torch.no_grad():
             f0, f0_test = outputs_at_zero(module, x), outputs_at_zero(module, x_test)
             form, form_test = module.structure(x), module.structure(x_test)
-            floor, e, f_test = least_squares_nqf(effective_features(form).numpy(), y - f0,
-                                                 effective_features(form_test).numpy(), f0_test)
+            phi = effective_features(form).numpy()
+            floor, e, f_test = least_squares_nqf(phi, y - f0, effective_features(form_test).numpy(), f0_test)
+            out["vanishing"].append(vanishing_share(phi))
             n1, n2 = form.left.shape[-1], form.right.shape[-1]
             U, s, Vt = np.linalg.svd(e.reshape(n1, n2), full_matrices=False)
             (r0, _), (c0, _) = form.rows, form.cols
@@ -203,6 +209,7 @@ def structure(data: xr.Dataset, cfg: dict) -> xr.Dataset:
          "n_features": ("arch", np.asarray(out["n_features"], np.int64), {
              "units": "1", "long_name": "features of the NQF (entries of its effective matrix E): with no more "
                                         "training images than this its least-squares floor is 0"}),
+         "nqf_vanishing_share": ("arch", out["vanishing"], {"units": "1", "long_name": VANISHING_LONG_NAME}),
          "s_ls": (("arch", "mode"), s_ls, {"units": "1", "long_name": "singular values of the least-squares effective matrix E*"}),
          "r": (("arch", "mode"), r, {"units": "1", "long_name": "growth rate r_a = (8/m) sum lambda_mu,a (y_mu - f0_mu) of least-squares mode a"}),
          "C": (("arch", "mode", "mode_j"), C, {"units": "1", "long_name": "interaction C_ab = (8/m) sum lambda_mu,a lambda_mu,b"})},
@@ -255,8 +262,8 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 
 def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
     """What the NQF can reach at best: its least-squares floor and that predictor's test scores."""
-    keep = ["loss_floor", "ls_test_loss", "ls_test_accuracy", "f0_rms", "floor_is_reachable", "n_features", "s_ls",
-            "r", "C"]
+    keep = ["loss_floor", "ls_test_loss", "ls_test_accuracy", "f0_rms", "floor_is_reachable", "n_features",
+            "nqf_vanishing_share", "s_ls", "r", "C"]
     ds = structure_ds[keep].sel(arch=list(cfg["architectures"]))
     ds.attrs = {"experiment_kind": KIND,
                 "method": "least squares over the NQF's effective matrix (Adam has no closure on M)"}

@@ -126,13 +126,30 @@ def accuracy_budget(accuracy: float, n_test: int, factor: float) -> ErrorBudget:
                        factor)
 
 
+DEGENERATE = ("not judged: the NQF is f(0) on every training image under this reading (its features vanish on "
+              "all of them, e.g. a query token that is zero in every image), so module and NQF have nothing to "
+              "compare")
+
+
+def vanishing_note(share: float) -> str:
+    """The note's clause on the share of training images where the NQF's features vanish ('' for none)."""
+    return f"; the NQF's features vanish on {share:.1%} of the training images" if 0 < share < 1 else ""
+
+
 def _paper_claim(label: str, j: Judgement, note: str, why: str, tolerance_source: str, *, checks="paper",
-                 source=PAPER_SOURCE, end: float = math.inf) -> Claim:
+                 source=PAPER_SOURCE, end: float = math.inf, vanishing: float = 0.0) -> Claim:
+    """The row of the claim 'module and NQF indistinguishable until the NQF has learned' for one
+    pair or screened reading; not judged where the NQF is f(0) on every training image
+    (``vanishing``, the share of :func:`nqf.architectures.effective.vanishing_share`, is 1) or the
+    run ends before the NQF has learned (:func:`not_reached`)."""
+    note += vanishing_note(vanishing)
     claim = Claim(
         f"{label}: module and NQF indistinguishable until the NQF has learned (agreement horizon >= learned step)",
         j.learned, j.horizon, math.nan, comparison="at_least", checks=checks, source=source,
         tolerance_source=tolerance_source,
         note=note if j.holds else f"MISS under this reading: {why}: {note}")
+    if vanishing >= 1:
+        return replace(claim, note=note).not_judged(DEGENERATE)
     if not_reached(j, end):
         # they agree through the whole run, which stops before the NQF has learned: not a miss
         claim = replace(claim, note=note).not_judged(
@@ -187,6 +204,7 @@ class PairMeasurement:
     n_features: int
     optimizer: str
     dtype: str
+    vanishing: float = 0.0  # share of training images on which the NQF's features vanish
 
 
 def measure_pair(run: xr.Dataset, theory_ds: xr.Dataset, arch: str, cfg: dict) -> PairMeasurement:
@@ -208,8 +226,9 @@ def measure_pair(run: xr.Dataset, theory_ds: xr.Dataset, arch: str, cfg: dict) -
            "accuracy_at_horizon": j.accuracy_at_horizon, "share_at_horizon": j.share_at_horizon,
            "min_nqf_loss": float(run["loss_nqf"].values.min())}
     features = int(theory_ds["n_features"].sel(arch=arch)) if "n_features" in theory_ds else 0
+    vanishing = float(theory_ds["nqf_vanishing_share"].sel(arch=arch)) if "nqf_vanishing_share" in theory_ds else 0.0
     return PairMeasurement(finals, j, per, floor, ls_acc, int(steps[-1]), int(run.attrs.get("n_train", 0)), features,
-                           run.attrs["optimizer"], run.attrs.get("dtype", "float"))
+                           run.attrs["optimizer"], run.attrs.get("dtype", "float"), vanishing)
 
 
 # -- judging -------------------------------------------------------------------------------------
@@ -233,7 +252,7 @@ def pair_claims(arch: str, m: PairMeasurement, seeds: int, cfg: dict) -> list[Cl
     why = _why(j, "module and NQF", end)
     if np.isfinite(j.horizon) and j.horizon < end and not j.nothing_to_learn:
         why += f" (the module leaves its NQF: {higher_order(a)})"
-    claims = [_paper_claim(a, j, note, why, gap_source, end=end)]
+    claims = [_paper_claim(a, j, note, why, gap_source, end=end, vanishing=m.vanishing)]
     fmt = "never" if not np.isfinite(fs) else f"step {fs:.0f}"
     horizon_text = ('before the first record' if not np.isfinite(j.horizon) else f'at step {j.horizon:.0f}')
     floor_claim = Claim(
@@ -246,7 +265,9 @@ def pair_claims(arch: str, m: PairMeasurement, seeds: int, cfg: dict) -> list[Cl
          f"{horizon_text}: " + note) if np.isfinite(fs) else
         (f"MISS (ours): the horizon ends {horizon_text}, before the NQF reaches {1 - frac:.0%} of its way to the "
          f"floor (after the run's end at step {end}): " + note))
-    if not np.isfinite(fs) and np.isfinite(j.horizon) and j.horizon >= end:
+    if m.vanishing >= 1:
+        floor_claim = replace(floor_claim, note=note).not_judged(DEGENERATE)
+    elif not np.isfinite(fs) and np.isfinite(j.horizon) and j.horizon >= end:
         # the pair agrees through the whole run, which stops before the NQF nears its floor: the
         # floor step is not reached, so the row is not judged at this length (neither pass nor miss)
         floor_claim = replace(floor_claim, note=note).not_judged(
@@ -333,7 +354,8 @@ def judge_screen(screen: xr.Dataset, cfg: dict) -> tuple[xr.Dataset, list[Claim]
                 f"RMS f(0) {float(sel['f0_rms']):.3g}")
         claims.append(_paper_claim(f"screen {label}", j, note, _why(j, "the module at the NQF's weights and the NQF", float(steps[-1])),
                                    f"as for the paper's row of the side-by-side run; {budget.describe()}",
-                                   checks="ours", source=SCREEN_SOURCE, end=float(steps[-1])))
+                                   checks="ours", source=SCREEN_SOURCE, end=float(steps[-1]),
+                                   vanishing=float(sel["nqf_vanishing_share"]) if "nqf_vanishing_share" in sel else 0.0))
     ds = xr.Dataset({k: ("reading", v, {"units": "1", "long_name": f"{k.replace('screen_', '').replace('_', ' ')} of "
                                                                   "the screen (module at the NQF's weights)"})
                      for k, v in out.items()}, coords={"reading": labels})

@@ -28,12 +28,17 @@ def screen_run(data: xr.Dataset, rc: dict, device: str = "auto") -> xr.Dataset:
     not expected to hold side by side (stated in its rows as a screen, not the paper's comparison)."""
     import torch
 
-    from nqf.architectures.effective import effective_features, least_squares_nqf
+    from nqf.architectures.effective import (
+        VANISHING_LONG_NAME,
+        effective_features,
+        least_squares_nqf,
+        vanishing_share,
+    )
     from nqf.training.quadratic import QuadraticModel
 
     readings = list(rc["screen"])
     per: dict[str, list] = {k: [] for k in ("loss_nqf", "loss_module", "test_accuracy_nqf", "test_accuracy_module")}
-    ls = {k: [] for k in ("ls_floor", "ls_test_accuracy", "f0_rms")}
+    ls = {k: [] for k in ("ls_floor", "ls_test_accuracy", "f0_rms", "vanishing")}
     grid = None
     for reading in readings:
         setup = RunSetup(data, rc, device, reading)
@@ -60,12 +65,13 @@ def screen_run(data: xr.Dataset, rc: dict, device: str = "auto") -> xr.Dataset:
             x64, xt64 = setup.x.to("cpu", torch.float64), setup.x_test.to("cpu", torch.float64)
             zero = torch.zeros(m64.p, m64.width, dtype=torch.float64)
             f0_64, f0t_64 = m64.forward_with(zero, x64)[:, 0].numpy(), m64.forward_with(zero, xt64)[:, 0].numpy()
-            floor, _, f_test = least_squares_nqf(effective_features(m64.structure(x64)).numpy(),
-                                                 setup.y.cpu().double().numpy() - f0_64,
+            phi = effective_features(m64.structure(x64)).numpy()
+            floor, _, f_test = least_squares_nqf(phi, setup.y.cpu().double().numpy() - f0_64,
                                                  effective_features(m64.structure(xt64)).numpy(), f0t_64)
         ls["ls_floor"].append(floor)
         ls["ls_test_accuracy"].append(float(accuracy(f_test, data["y_test"].values)))
         ls["f0_rms"].append(float(np.sqrt(np.mean(f0_64 ** 2))))
+        ls["vanishing"].append(vanishing_share(phi))
     names = {"loss_nqf": "NQF train loss (1/m) sum (f - y)^2, the NQF trained alone",
              "loss_module": "module train loss at the NQF's weights",
              "test_accuracy_nqf": "NQF test accuracy",
@@ -79,6 +85,7 @@ def screen_run(data: xr.Dataset, rc: dict, device: str = "auto") -> xr.Dataset:
     out["ls_test_accuracy"] = ("reading", np.array(ls["ls_test_accuracy"]), {
         "units": "1", "long_name": "test accuracy of the least-squares NQF"})
     out["f0_rms"] = ("reading", np.array(ls["f0_rms"]), {"units": "1", "long_name": "RMS over training images of f(0)"})
+    out["nqf_vanishing_share"] = ("reading", np.array(ls["vanishing"]), {"units": "1", "long_name": VANISHING_LONG_NAME})
     out["reading"].attrs.update(long_name="attention reading screened (readout norm, head pooling, f(0), query tokens)")
     out["seed"].attrs.update(long_name="torch seed of the initial weights")
     out.attrs.update({**setup.attrs(SCREEN, ATTENTION), "screen": "NQF trained alone; module evaluated at its weights"})

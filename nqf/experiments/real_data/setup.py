@@ -42,8 +42,19 @@ def input_scale(module: UnitModule, images: np.ndarray, input_norm: float) -> fl
 
 
 def accuracy(f, y) -> np.ndarray:
-    """Fraction of sign(f) == y along the last axis (f = 0 counts as wrong)."""
-    return np.mean(np.sign(np.asarray(f)) == np.asarray(y), axis=-1)
+    """Fraction of sign(f) == y along the last axis, an output f = 0 (a tie, e.g. a reading whose
+    NQF is zero on that image) counted as half right: the expected accuracy of breaking the tie by
+    a fair coin, so that a classifier that always ties scores chance (1/2), not 0."""
+    f = np.asarray(f)
+    return np.mean(np.where(f == 0, 0.5, np.sign(f) == np.asarray(y)), axis=-1)
+
+
+def _sign_accuracy(f, y, dtype):
+    """:func:`accuracy` of torch tensors (outputs (..., m) against labels (m,)) in ``dtype``."""
+    import torch
+
+    hit = (torch.sign(f) == y).to(dtype)
+    return torch.where(f == 0, torch.full_like(hit, 0.5), hit).mean(-1)
 
 
 def prepared(data: xr.Dataset, arch: str, size: dict, n: int, reading: dict | None = None):
@@ -90,10 +101,8 @@ class RunSetup:
         self.form_test = self.module.structure(self.x_test)
 
     def scores(self, f_train, f_test) -> dict:
-        import torch
-
-        return {"train_accuracy": (torch.sign(f_train) == self.y).to(self.dtype).mean(-1),
-                "test_accuracy": (torch.sign(f_test) == self.y_test).to(self.dtype).mean(-1),
+        return {"train_accuracy": _sign_accuracy(f_train, self.y, self.dtype),
+                "test_accuracy": _sign_accuracy(f_test, self.y_test, self.dtype),
                 "test_loss": (f_test - self.y_test).pow(2).mean(-1)}
 
     def nqf_test(self, W):

@@ -3,8 +3,8 @@ directory, environment, streams, threads and exit status, and fall back to their
 
 The server runs in a fork of the test process, so the stage function it calls
 (nqf.pipeline.stages.run_stage) is the test's stand-in below; the real stages go through it in
-every workflow test (their runs use the server), and test_results_are_the_same_without_the_server
-there compares the files."""
+every workflow test (their runs use the server), and tests/workflow/test_job_server_results.py
+compares the files with those of a run without the server."""
 import json
 import os
 import signal

@@ -298,6 +298,11 @@ def test_fig7_verdict_is_not_judged_where_the_nqf_vanishes_on_every_image():
         else:
             assert bool(fit["claim_judged"].values[paper]) and "vanish on 25.0% of the training images" in note
     assert bool(base["claim_judged"].values[paper]) and "vanish" not in str(base["claim_note"].values[paper])
+    # an NQF whose loss starts at its floor has no share of its way covered: said in words, not "nan%"
+    flat = rd_fit.Judgement(horizon=10.0, learned=float("nan"), nothing_to_learn=True, loss_part=float("nan"),
+                            accuracy_part=float("nan"), accuracy_at_horizon=0.5, share_at_horizon=float("nan"),
+                            max_loss_gap=0.0, max_accuracy_gap=0.0)
+    assert "its loss starts at its floor" in flat.describe(0.5, 10) and "nan%" not in flat.describe(0.5, 10)
 
 
 def test_screen_and_readings_run_through_the_stages():

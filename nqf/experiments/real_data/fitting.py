@@ -89,8 +89,10 @@ class Judgement:
                    f"at step {self.learned:.0f}" if np.isfinite(self.learned) else f"not within the run ({end} steps)")
         return (f"agree {horizon}; the NQF reaches the least-squares NQF's test accuracy {ls_accuracy:.3f} "
                 f"(within the budget) {learned}; at the horizon the NQF's test accuracy is "
-                f"{self.accuracy_at_horizon:.3f} and it has covered {self.share_at_horizon:.0%} of its way to its "
-                f"loss floor; losses part {fmt(self.loss_part)}, accuracies {fmt(self.accuracy_part)}")
+                f"{self.accuracy_at_horizon:.3f} and " + (
+                    f"it has covered {self.share_at_horizon:.0%} of its way to its loss floor"
+                    if np.isfinite(self.share_at_horizon) else "its loss starts at its floor (no way to cover)")
+                + f"; losses part {fmt(self.loss_part)}, accuracies {fmt(self.accuracy_part)}")
 
 
 def judge(steps, loss_module, loss_nqf, acc_module, acc_nqf, *, floor: float, ls_accuracy: float,

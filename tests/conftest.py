@@ -18,10 +18,10 @@ torch.set_num_threads(1)
 # files, few tests each, for the end, and one worker alone with them. test_workflow.py makes the
 # finished test run that other workflow files read (tests/workflow/conftest.py); the second
 # file needs none of it, so neither worker waits.
-HEAVY_FIRST = {  # CI of 94adb21 (2026-12-08, --durations=0), files over 10 s; refit from such a run
-    "workflow/test_workflow.py": 360,
-    "workflow/test_reliability.py": 215,  # 296 less the determinism test, now in test_job_server_results.py
-    "workflow/test_job_server_results.py": 70,
+HEAVY_FIRST = {  # CI of 94adb21 and (the first three) 3dc1043, 2026-12-08, --durations=0: files over 10 s
+    "workflow/test_workflow.py": 314,
+    "workflow/test_reliability.py": 219,
+    "workflow/test_job_server_results.py": 79,
     "experiments/test_contract.py": 58,
     "pipeline/test_job_server.py": 50,
     "architectures/test_architectures.py": 49,

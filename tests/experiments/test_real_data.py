@@ -150,6 +150,12 @@ def test_tiny_training_run_gives_claims(data):
     theory = rd.theory(struct, stage_config(cfg, "theory"))
     fit = rd.fit(struct, theory, runs, stage_config(cfg, "fit"))
     assert fit.sizes["claim"] == 3 * len(ARCHS)
+    assert np.array_equal(theory["nqf_vanishing_share"].values, np.zeros(len(ARCHS)))  # standardised digits
+    # a structure file written before nqf_vanishing_share existed gives the same rows
+    older = rd.theory(struct.drop_vars("nqf_vanishing_share"), stage_config(cfg, "theory"))
+    assert "nqf_vanishing_share" not in older
+    assert list(rd.fit(struct, older, runs, stage_config(cfg, "fit"))["claim_note"].values) == \
+        list(fit["claim_note"].values)
     assert all(str(n) for n in fit["claim_note"].values)
     paper = fit["claim_checks"].values == "paper"
     assert paper.sum() == len(ARCHS) and all("Fig. 7" in str(s) for s in fit["claim_source"].values[paper])

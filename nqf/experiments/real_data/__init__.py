@@ -262,8 +262,11 @@ def train_run(data: xr.Dataset, cfg: dict, run: str, device: str = "auto") -> xr
 
 def theory(structure_ds: xr.Dataset, cfg: dict) -> xr.Dataset:
     """What the NQF can reach at best: its least-squares floor and that predictor's test scores."""
-    keep = ["loss_floor", "ls_test_loss", "ls_test_accuracy", "f0_rms", "floor_is_reachable", "n_features",
-            "nqf_vanishing_share", "s_ls", "r", "C"]
+    keep = ["loss_floor", "ls_test_loss", "ls_test_accuracy", "f0_rms", "floor_is_reachable", "n_features", "s_ls",
+            "r", "C"]
+    # absent from structure files written before it existed (library changes rerun no job); the fit
+    # then reads no vanishing features
+    keep += [k for k in ("nqf_vanishing_share",) if k in structure_ds]
     ds = structure_ds[keep].sel(arch=list(cfg["architectures"]))
     ds.attrs = {"experiment_kind": KIND,
                 "method": "least squares over the NQF's effective matrix (Adam has no closure on M)"}

@@ -143,8 +143,8 @@ def _paper_claim(label: str, j: Judgement, note: str, why: str, tolerance_source
     """The row of the claim 'module and NQF indistinguishable until the NQF has learned' for one
     pair or screened reading; not judged where the NQF is f(0) on every training image
     (``vanishing``, the share of :func:`nqf.architectures.effective.vanishing_share`, is 1) or the
-    run ends before the NQF has learned (:func:`not_reached`)."""
-    note += vanishing_note(vanishing)
+    run ends before the NQF has learned (:func:`not_reached`). ``note`` carries the share's clause
+    (:func:`vanishing_note`) where the caller adds it."""
     claim = Claim(
         f"{label}: module and NQF indistinguishable until the NQF has learned (agreement horizon >= learned step)",
         j.learned, j.horizon, math.nan, comparison="at_least", checks=checks, source=source,
@@ -250,7 +250,7 @@ def pair_claims(arch: str, m: PairMeasurement, seeds: int, cfg: dict) -> list[Cl
             f"{regime}; " + j.describe(m.ls_accuracy, end) + f"; NQF loss floor {floor:.4g} (least squares); final train "
             f"loss module {m.finals['loss_module'].mean():.4g}, NQF {m.finals['loss_nqf'].mean():.4g}; final test "
             f"accuracy module {m.finals['test_accuracy_module'].mean():.3f}, NQF "
-            f"{m.finals['test_accuracy_nqf'].mean():.3f}")
+            f"{m.finals['test_accuracy_nqf'].mean():.3f}" + vanishing_note(m.vanishing))
     why = _why(j, "module and NQF", end)
     if np.isfinite(j.horizon) and j.horizon < end and not j.nothing_to_learn:
         why += f" (the module leaves its NQF: {higher_order(a)})"
@@ -354,10 +354,11 @@ def judge_screen(screen: xr.Dataset, cfg: dict) -> tuple[xr.Dataset, list[Claim]
         note = (f"{screen.sizes['seed']} seeds, {int(steps[-1])} steps of the NQF alone, {screen.attrs.get('n_train', '?')} "
                 f"train images; {j.describe(ls_acc, int(steps[-1]))}; least-squares floor {floor:.4g}, "
                 f"RMS f(0) {float(sel['f0_rms']):.3g}")
-        claims.append(_paper_claim(f"screen {label}", j, note, _why(j, "the module at the NQF's weights and the NQF", float(steps[-1])),
+        vanishing = float(sel["nqf_vanishing_share"]) if "nqf_vanishing_share" in sel else 0.0
+        claims.append(_paper_claim(f"screen {label}", j, note + vanishing_note(vanishing),
+                                   _why(j, "the module at the NQF's weights and the NQF", float(steps[-1])),
                                    f"as for the paper's row of the side-by-side run; {budget.describe()}",
-                                   checks="ours", source=SCREEN_SOURCE, end=float(steps[-1]),
-                                   vanishing=float(sel["nqf_vanishing_share"]) if "nqf_vanishing_share" in sel else 0.0))
+                                   checks="ours", source=SCREEN_SOURCE, end=float(steps[-1]), vanishing=vanishing))
     ds = xr.Dataset({k: ("reading", v, {"units": "1", "long_name": f"{k.replace('screen_', '').replace('_', ' ')} of "
                                                                   "the screen (module at the NQF's weights)"})
                      for k, v in out.items()}, coords={"reading": labels})
